@@ -194,6 +194,54 @@ Test(reduce, f32_runs_sum_in_32_lanes_in_every_width)
     cr_assert(widths >= 1, "no width ran");
 }
 
+/* A sum over the last dim of f32 rows (two rows at a time in the
+ * AVX-512 lanes, in groups of eight outputs, an odd one left) gives each
+ * row the lanes' bits in every width, with 1 and 2 threads, for
+ * contiguous rows and rows of a wider tensor (a slice along dim 1). */
+Test(reduce, f32_sum_over_last_dim_gives_each_row_the_lanes_bits)
+{
+    static const int64_t cs[] = {64, 100, 1000, 4099};
+    static const int64_t N = 19, PAD = 5;
+    const int threads = tg_get_num_threads();
+    for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++) {
+        const int64_t C = cs[ci], W = C + PAD;
+        tg_tensor *wide = NULL;
+        cr_assert(eq(int, tg_tensor_zeros(&wide, TG_F32, 2, (int64_t[]){N, W}), TG_OK));
+        float *v = tg_tensor_data(wide);
+        uint64_t st = 91 + (uint64_t)C;
+        for (int64_t i = 0; i < N * W; i++)
+            v[i] = (float)ldexp(th_uniform_pm1(&st), (int)((i * 13) % 61) - 30);
+        for (int layout = 0; layout < 2; layout++) {
+            tg_tensor *x = NULL;
+            if (layout == 0) {
+                cr_assert(eq(int, tg_tensor_zeros(&x, TG_F32, 2, (int64_t[]){N, C}), TG_OK));
+                float *xv = tg_tensor_data(x);
+                for (int64_t n = 0; n < N; n++) memcpy(xv + n * C, v + n * W, (size_t)C * 4);
+            } else {
+                cr_assert(eq(int, tg_slice(&x, wide, 1, 0, C, 1), TG_OK));
+            }
+            for (int w = 1; w <= 3; w++) {
+                tg__exp_width_force(w);
+                if (tg__exp_width_get() != (tg__exp_width)w) continue;
+                for (int t = 1; t <= 2; t++) {
+                    cr_assert(eq(int, tg_set_num_threads(t), TG_OK));
+                    tg_tensor *sd = NULL;
+                    cr_assert(eq(int, tg_sum_dims(&sd, x, 1, (int[]){1}, false), TG_OK));
+                    for (int64_t n = 0; n < N; n++)
+                        cr_assert(eq(dbl, th_at(sd, n), (double)(float)lanes_want(v + n * W, C)),
+                                  "C=%lld layout %d width %d threads %d row %lld",
+                                  (long long)C, layout, w, t, (long long)n);
+                    tg_tensor_release(sd);
+                }
+            }
+            tg__exp_width_force(0);
+            tg_tensor_release(x);
+        }
+        tg_tensor_release(wide);
+    }
+    cr_assert(eq(int, tg_set_num_threads(threads), TG_OK));
+}
+
 /* sum, mean and a sum over the last dim of f32 take the lanes for runs of
  * 64 or more and one running sum below: 2^60 + 1 - 2^60 is 1 in lanes (the
  * 1 in a lane of its own) and 0 in one running sum. */

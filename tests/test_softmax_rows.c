@@ -160,3 +160,48 @@ Test(softmax_rows, many_rows_and_strided_input_give_the_same_bits)
     }
     th_release_all(7, (tg_tensor *[]){x, t, xs, y, yt, ys, back});
 }
+
+/* Rows shorter than 256 go through the exp in blocks of 1024 values: f32
+ * softmax and log_softmax of (N, C) have the bits of the one-row kernel
+ * row by row, in each exp width, with 1 and 2 threads (N C over 32768:
+ * two tasks), with the special rows of rows_of in the first block. */
+Test(softmax_rows, short_rows_in_blocks_give_the_one_row_bits)
+{
+    static const int64_t cs[] = {1, 3, 10, 63, 100, 255, 256};
+    const int64_t N = 700;
+    const int threads = tg_get_num_threads();
+    for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++) {
+        const int64_t C = cs[ci];
+        tg_tensor *x = th_rand_uniform(TG_F32, 2, (int64_t[]){N, C}, 60 + ci), *x64 = NULL;
+        tg_tensor *sp = rows_of(C, 70 + ci);
+        OK(tg_to_dtype(&x64, sp, TG_F32));
+        memcpy(tg_tensor_data(x), tg_tensor_cdata(x64), (size_t)(ROWS * C) * sizeof(float));
+        float *want = malloc((size_t)(N * C) * sizeof *want);
+        double *e = malloc((size_t)(C + 8) * sizeof *e);
+        for (int w = TG__EXP_PLAIN; w <= TG__EXP_AVX512; w++) {
+            tg__exp_width_force(w);
+            if (tg__exp_width_get() != (tg__exp_width)w) continue;
+            for (int l = 0; l < 2; l++) {
+                const float *xv = tg_tensor_cdata(x);
+                for (int64_t r = 0; r < N; r++)
+                    tg__softmax_row_f32(xv + r * C, want + r * C, C, l == 1, e,
+                                        (tg__exp_width)w);
+                for (int t = 1; t <= 2; t++) {
+                    OK(tg_set_num_threads(t));
+                    tg_tensor *y = NULL;
+                    OK(l ? tg_log_softmax(&y, x, 1) : tg_softmax(&y, x, 1));
+                    const float *yv = tg_tensor_cdata(y);
+                    cr_assert(eq(int, memcmp(yv, want, (size_t)(N * C) * sizeof *want), 0),
+                              "C=%lld %s width %d threads %d", (long long)C,
+                              l ? "log_softmax" : "softmax", w, t);
+                    tg_tensor_release(y);
+                }
+            }
+        }
+        tg__exp_width_force(0);
+        free(want);
+        free(e);
+        th_release_all(3, (tg_tensor *[]){x, x64, sp});
+    }
+    OK(tg_set_num_threads(threads));
+}

@@ -8,8 +8,11 @@
  * MEAN dividing sum(s) by sum(w[target]) over the targets not ignored.  A
  * float target holds class probabilities p instead, as torch's (see
  * prob_target).  Every step is a differentiable op, so the loss is
- * differentiable to any order; nn's CrossEntropyLoss module calls it. */
+ * differentiable to any order; nn's CrossEntropyLoss module calls it.
+ * f32 (N, C) logits with class indices and no label smoothing take the
+ * one op of src/ops/cross_entropy_rows.c instead, with the same bits. */
 #include "core/core.h"
+#include "ops/loss.h"
 #include "tapegrad/loss.h"
 #include "tapegrad/ops.h"
 
@@ -148,6 +151,10 @@ static int cross_entropy(tg_tensor **y, const ce_opts *s, tg_tensor *w, tg_tenso
         TG_CHECK(!w || w->shape[0] == x->shape[cdim], TG_ESHAPE,
                  "cross_entropy_ex: weight has %lld elements; input has %lld classes",
                  (long long)w->shape[0], (long long)x->shape[cdim]);
+    }
+    if (!prob && s->label_smoothing == 0.0) {   /* f32 (N, C): one op of its own */
+        const int fused = tg__cross_entropy_rows(y, x, target, w, s->red, s->ignore_index);
+        if (fused != TG__CE_ROWS_NOT_TAKEN) return fused;
     }
     tg_tensor *logp = NULL, *nll = NULL, *sm = NULL, *a = NULL, *b = NULL;
     int rc = TG_OK;

@@ -377,7 +377,8 @@ static int check_targets(const tg_tensor *target, int64_t C)
     return rc;
 }
 
-/* loss[n] = -log_softmax(x)[n, target[n]]: nll_loss of the log-probabilities.
+/* loss[n] = -log_softmax(x)[n, target[n]]: nll_loss of the log-probabilities
+ * (f32 logits: the one op of src/ops/cross_entropy_rows.c, the same bits).
  * log_softmax subtracts each row's maximum, so a row holding +inf is NaN
  * throughout, value and gradient, as PyTorch's; a -inf logit is a class of
  * probability 0, whose gradient is 0 (nll_loss picks rather than multiplies
@@ -386,6 +387,9 @@ static int cross_entropy(tg_tensor **out, tg_tensor *logits, tg_tensor *target, 
 {
     TG_TRY(check_ce(out, logits, target, red));
     TG_TRY(check_targets(target, logits->shape[1]));
+    const int fused = tg__cross_entropy_rows(out, logits, target, NULL, red,
+                                             TG_IGNORE_INDEX_DEFAULT);
+    if (fused != TG__CE_ROWS_NOT_TAKEN) return fused;
     tg_tensor *logp = NULL;
     int rc = tg_log_softmax(&logp, logits, 1);   /* FP32 policy, as the losses' */
     if (rc == TG_OK)

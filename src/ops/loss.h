@@ -69,4 +69,25 @@ int tg__loss_ints_to_float(tg_tensor **t, int n);
  * x and t of one shape and one dtype, f32 or f64. */
 int tg__diff_elementwise(tg_tensor **out, tg_tensor *x, tg_tensor *t, bool square);
 
+/* nll_loss.c's reading of the K = numel(target) targets: each class in
+ * cls[k] (-1 where target is ignore) and weight in wk[k] (weight[class],
+ * 1 without a weight, 0 where ignored), sum_k wk[k] in *total; TG_EINVAL
+ * naming op and the first target neither in [0, C) nor ignore. */
+int tg__nll_read_targets(const char *op, const tg_tensor *target, const tg_tensor *weight,
+                         int64_t C, int64_t ignore, int64_t *cls, double *wk, double *total);
+/* *out (new reference) = nll_loss_backward(g): the gradient of
+ * tg_nll_loss(logp, target, weight, red, ignore_index) with respect to logp
+ * of C classes, as a recorded op (differentiable to any order). */
+int tg__nll_loss_backward(tg_tensor **out, tg_tensor *g, tg_tensor *target, tg_tensor *weight,
+                          tg_reduction red, int64_t ignore_index, int64_t C);
+/* cross_entropy of f32 logits x (N, C) and i64 classes target (N), weight
+ * NULL or f32 (C) not requiring grad, red one of the three, N and C >= 1:
+ * tg_nll_loss(tg_log_softmax(x, 1), ...)'s value and gradients, bit for
+ * bit, as one recorded op (src/ops/cross_entropy_rows.c) that keeps each
+ * row's maximum and sum of exps for its backward.  Returns
+ * TG__CE_ROWS_NOT_TAKEN (> 0), nothing done, for any other arguments. */
+enum { TG__CE_ROWS_NOT_TAKEN = 1 };
+int tg__cross_entropy_rows(tg_tensor **out, tg_tensor *x, tg_tensor *target, tg_tensor *weight,
+                           tg_reduction red, int64_t ignore_index);
+
 #endif

@@ -428,3 +428,17 @@ int tg_nll_loss(tg_tensor **out, tg_tensor *logp, tg_tensor *target, tg_tensor *
     tg_tensor *in[3] = {logp, target, weight};
     return tg_op_call(&nll_op, out, 3, in, &p, sizeof p);
 }
+
+int tg__nll_read_targets(const char *op, const tg_tensor *target, const tg_tensor *weight,
+                         int64_t C, int64_t ignore, int64_t *cls, double *wk, double *total)
+{
+    return read_targets(op, target, weight, C, ignore, cls, wk, total);
+}
+
+int tg__nll_loss_backward(tg_tensor **out, tg_tensor *g, tg_tensor *target, tg_tensor *weight,
+                          tg_reduction red, int64_t ignore_index, int64_t C)
+{
+    nll_params p = {.red = red, .ignore_index = ignore_index, .C = C};
+    tg_tensor *in[3] = {g, target, weight};
+    return tg_op_call(&nllb_op, out, 3, in, &p, sizeof p);
+}

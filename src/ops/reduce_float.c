@@ -14,6 +14,10 @@
  * through reduce_fast in small f32 pieces. */
 #include <string.h>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
+
 #include "core/core.h"
 #include "ops/activation_internal.h"
 #include "ops/reduce_internal.h"
@@ -116,16 +120,11 @@ typedef double lanes_v8d __attribute__((vector_size(64)));
 typedef double lanes_v4d __attribute__((vector_size(32)));
 typedef double lanes_v2d __attribute__((vector_size(16)));
 
-/* The pairwise meeting (lanes l and l + w for w = 16, 8, ..., 1) as vector
- * adds of the same pairs, lane l of v[l / 8] being s[l], so that it does not
- * go through memory one double at a time. */
-static inline __attribute__((always_inline)) double lanes_body(const float *x, int64_t n)
+/* The pairwise meeting of s's lanes (l and l + w for w = 16, 8, ..., 1)
+ * as vector adds of the same pairs, lane l of v[l / 8] being s[l], so that
+ * it does not go through memory one double at a time. */
+static inline __attribute__((always_inline)) double lanes_meet(const double *s)
 {
-    double s[LANES] = {0.0};
-    int64_t k = 0;
-    for (; k + LANES <= n; k += LANES)
-        for (int l = 0; l < LANES; l++) s[l] += (double)x[k + l];
-    for (int l = 0; k < n; k++, l++) s[l] += (double)x[k];
     lanes_v8d v[LANES / 8];
     memcpy(v, s, sizeof v);
     v[0] += v[2];   /* w = 16 */
@@ -136,7 +135,17 @@ static inline __attribute__((always_inline)) double lanes_body(const float *x, i
     lanes_v2d p = __builtin_shufflevector(h, h, 0, 1) + __builtin_shufflevector(h, h, 2, 3);
     return p[0] + p[1];   /* w = 2, 1 */
 }
-_Static_assert(LANES == 32, "lanes_body's meeting is written for 32 lanes");
+_Static_assert(LANES == 32, "lanes_meet is written for 32 lanes");
+
+static inline __attribute__((always_inline)) double lanes_body(const float *x, int64_t n)
+{
+    double s[LANES] = {0.0};
+    int64_t k = 0;
+    for (; k + LANES <= n; k += LANES)
+        for (int l = 0; l < LANES; l++) s[l] += (double)x[k + l];
+    for (int l = 0; k < n; k++, l++) s[l] += (double)x[k];
+    return lanes_meet(s);
+}
 
 static double lanes_plain(const float *x, int64_t n) { return lanes_body(x, n); }
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -144,22 +153,84 @@ __attribute__((target("avx2"))) static double lanes_avx2(const float *x, int64_t
 {
     return lanes_body(x, n);
 }
+
+/* The last n % 32 terms of x (from k) into the lanes v (32 doubles), then
+ * their meeting. */
+__attribute__((target("avx512f"))) static inline double lanes_end_avx512(const __m512d *v,
+                                                                       const float *x,
+                                                                       int64_t k, int64_t n)
+{
+    double s[LANES];
+    for (int j = 0; j < LANES / 8; j++) _mm512_storeu_pd(s + 8 * j, v[j]);
+    for (int l = 0; k < n; k++, l++) s[l] += (double)x[k];
+    return lanes_meet(s);
+}
+
+/* lanes_body's sums of R runs x[0..R) of n terms each at once (R = 1, 2:
+ * the lanes of two runs are independent chains of adds, which one run's
+ * four vectors leave the adder waiting on), each 8-float load widened in
+ * one instruction; lane l of v[l / 8] is s[l], the same adds in the same
+ * order. */
+__attribute__((target("avx512f"))) static inline __attribute__((always_inline)) void
+lanes_runs_avx512(const float *const *x, int R, int64_t n, double *out)
+{
+    __m512d v[2][LANES / 8];
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < LANES / 8; j++) v[r][j] = _mm512_setzero_pd();
+    int64_t k = 0;
+    for (; k + LANES <= n; k += LANES)
+        for (int r = 0; r < R; r++)
+            for (int j = 0; j < LANES / 8; j++) {
+                const __m512d t = _mm512_cvtps_pd(_mm256_loadu_ps(x[r] + k + 8 * j));
+                v[r][j] = _mm512_add_pd(v[r][j], t);
+            }
+    for (int r = 0; r < R; r++) out[r] = lanes_end_avx512(v[r], x[r], k, n);
+}
+
 __attribute__((target("avx512f"))) static double lanes_avx512(const float *x, int64_t n)
 {
-    return lanes_body(x, n);
+    double r;
+    lanes_runs_avx512(&x, 1, n, &r);
+    return r;
+}
+
+__attribute__((target("avx512f"))) static void lanes2_avx512(const float *const *x, int64_t n,
+                                                             double *out)
+{
+    lanes_runs_avx512(x, 2, n, out);
 }
 #else
 static double lanes_avx2(const float *x, int64_t n) { return lanes_body(x, n); }
 static double lanes_avx512(const float *x, int64_t n) { return lanes_body(x, n); }
+#define lanes2_avx512 NULL
 #endif
 
-/* At the width of the other double-lane kernels (tg__exp_width_get). */
-double tg__reduce_lanes_f32(const float *x, int64_t n)
+/* The lanes' sum at the width of the other double-lane kernels
+ * (tg__exp_width_get): looked up once per reduction, not per run. */
+typedef struct lanes_fn {
+    double (*one)(const float *x, int64_t n);
+    void (*two)(const float *const *x, int64_t n, double *out);   /* NULL: one twice */
+} lanes_fn;
+
+static lanes_fn lanes_pick(void)
 {
     const tg__exp_width w = tg__exp_width_get();
-    return w == TG__EXP_AVX512 ? lanes_avx512(x, n)
-           : w == TG__EXP_AVX2 ? lanes_avx2(x, n)
-                               : lanes_plain(x, n);
+    return w == TG__EXP_AVX512 ? (lanes_fn){lanes_avx512, lanes2_avx512}
+           : w == TG__EXP_AVX2 ? (lanes_fn){lanes_avx2, NULL}
+                               : (lanes_fn){lanes_plain, NULL};
+}
+
+double tg__reduce_lanes_f32(const float *x, int64_t n) { return lanes_pick().one(x, n); }
+
+/* out[i] = the lanes' sum of the n terms from x + pos[i], i < cnt. */
+static inline void lanes_many(const lanes_fn *lanes, const float *x, const int64_t *pos,
+                              int cnt, int64_t n, double *out)
+{
+    int i = 0;
+    if (lanes->two)
+        for (; i + 2 <= cnt; i += 2)
+            lanes->two((const float *const[]){x + pos[i], x + pos[i + 1]}, n, out + i);
+    for (; i < cnt; i++) out[i] = lanes->one(x + pos[i], n);
 }
 
 /* Sum over the reduced dims r[0..nr) (row-major, nr >= 1) of a's elements
@@ -174,8 +245,8 @@ double tg__reduce_lanes_f32(const float *x, int64_t n)
 
 static inline __attribute__((always_inline)) void sum_blocks(const void *data, tg_dtype dt,
                                                              const int64_t *pos, int cnt, int nr,
-                                                             const rdim *r, double *out,
-                                                             tg__cast cast)
+                                                             const rdim *r, const lanes_fn *lanes,
+                                                             double *out, tg__cast cast)
 {
     double s[GROUP] = {0};
     int64_t inner = r[nr - 1].n, ist = r[nr - 1].st, rows = 1, off = 0;
@@ -188,7 +259,9 @@ static inline __attribute__((always_inline)) void sum_blocks(const void *data, t
                 for (int i = 0; i < cnt; i++) s[i] += x[pos[i] + k * ist];
         } else if (dt == TG_F32 && ist == 1 && inner >= LANES_MIN) {
             const float *x = (const float *)data + off;
-            for (int i = 0; i < cnt; i++) s[i] += tg__reduce_lanes_f32(x + pos[i], inner);
+            double t[GROUP];
+            lanes_many(lanes, x, pos, cnt, inner, t);
+            for (int i = 0; i < cnt; i++) s[i] += t[i];
         } else if (dt == TG_F32) {
             const float *x = (const float *)data + off;
             for (int64_t k = 0; k < inner; k++)
@@ -208,10 +281,12 @@ static inline __attribute__((always_inline)) void sum_blocks(const void *data, t
     for (int i = 0; i < cnt; i++) out[i] = s[i];
 }
 
-static void store_out(tg_tensor *out, int64_t j, double v)
+/* Output j of data (out's, taken once: tg_tensor_data counts each call)
+ * of dtype dt, f32 or f64. */
+static inline void store_out(tg_dtype dt, void *data, int64_t j, double v)
 {
-    if (out->dtype == TG_F64) ((double *)tg_tensor_data(out))[j] = v;
-    else ((float *)tg_tensor_data(out))[j] = (float)v;
+    if (dt == TG_F64) ((double *)data)[j] = v;
+    else ((float *)data)[j] = (float)v;
 }
 
 /* Innermost dim reduced: each output is one independent block sum, so the
@@ -220,7 +295,9 @@ typedef struct {
     const tg_tensor *a;
     int nk, nr;
     const rdim *k, *r;
-    tg_tensor *out;
+    tg_dtype odt;
+    void *od;   /* the output's data */
+    lanes_fn lanes;
     double scale;
     tg__cast cast;   /* half a: tg__cast_kernel(), asked once per reduction */
 } blocks_job;
@@ -234,21 +311,23 @@ static void reduce_blocks_range(void *p, int64_t j0, int64_t j1)
     for (int64_t j = j0; j < j1;) {
         const int cnt = q->nr > 0 && j1 - j >= GROUP ? GROUP : 1;
         int64_t pos[GROUP];
-        double sum[GROUP];
+        double sum[GROUP] = {0};
         for (int i = 0; i < cnt; i++) {
             /* Kept multi-index of output j + i (row-major over k) -> position in a. */
             int64_t rest = j + i;
             pos[i] = a->offset;
-            for (int d = q->nk - 1; d >= 0; d--) {
+            for (int d = q->nk - 1; d > 0; d--) {
                 pos[i] += (rest % k[d].n) * k[d].st;
                 rest /= k[d].n;
             }
+            if (q->nk > 0) pos[i] += rest * k[0].st;   /* rest < k[0].n: no division */
         }
         if (q->nr == 0) sum[0] = 0.0 + tg_dtype_load(a->dtype, a->storage->data, pos[0]);
         else if (cnt == GROUP)
-            sum_blocks(a->storage->data, a->dtype, pos, GROUP, q->nr, q->r, sum, q->cast);
-        else sum_blocks(a->storage->data, a->dtype, pos, 1, q->nr, q->r, sum, q->cast);
-        for (int i = 0; i < cnt; i++) store_out(q->out, j + i, sum[i] * q->scale);
+            sum_blocks(a->storage->data, a->dtype, pos, GROUP, q->nr, q->r, &q->lanes, sum,
+                       q->cast);
+        else sum_blocks(a->storage->data, a->dtype, pos, 1, q->nr, q->r, &q->lanes, sum, q->cast);
+        for (int i = 0; i < cnt; i++) store_out(q->odt, q->od, j + i, sum[i] * q->scale);
         j += cnt;
     }
 }
@@ -256,7 +335,8 @@ static void reduce_blocks_range(void *p, int64_t j0, int64_t j1)
 static void reduce_blocks(const tg_tensor *a, int nk, const rdim *k, int nr, const rdim *r,
                           tg_tensor *out, int64_t on, double scale)
 {
-    blocks_job q = {.a = a, .nk = nk, .nr = nr, .k = k, .r = r, .out = out, .scale = scale,
+    blocks_job q = {.a = a, .nk = nk, .nr = nr, .k = k, .r = r, .odt = out->dtype,
+                    .od = tg_tensor_data(out), .lanes = lanes_pick(), .scale = scale,
                     .cast = tg__dtype_is_half(a->dtype) ? tg__cast_kernel() : TG__CAST_AUTO};
     tg__parallel_range(on, tg__numel(a->ndim, a->shape) > 32768, reduce_blocks_range, &q);
 }
@@ -304,7 +384,8 @@ static int reduce_rows(const tg_tensor *a, int nd, const rdim *dd, tg_tensor *ou
             idx[d] = 0;
         }
     }
-    for (int64_t j = 0; j < on; j++) store_out(out, j, acc[j] * scale);
+    void *od = tg_tensor_data(out);
+    for (int64_t j = 0; j < on; j++) store_out(out->dtype, od, j, acc[j] * scale);
     free(acc);
     return TG_OK;
 }

@@ -185,7 +185,8 @@ static int softmax_task(void *p, int64_t t)
 {
     const softmax_job *j = p;
     const int64_t slab = j->C * j->inner, esz = (int64_t)tg_dtype_size(j->dt);
-    double *va = tg__work_alloc((size_t)(slab + TG__EXP_PAD) * sizeof *va);
+    const int64_t nva = slab > TG__ROWS_BLOCK ? slab : TG__ROWS_BLOCK;
+    double *va = tg__work_alloc((size_t)(nva + TG__EXP_PAD) * sizeof *va);
     double *vb = j->backward ? tg__work_alloc((size_t)slab * sizeof *vb) : NULL;
     double *m = tg__work_alloc((size_t)(3 * j->inner) * sizeof *m);
     int rc = TG_OK;
@@ -198,6 +199,12 @@ static int softmax_task(void *p, int64_t t)
     /* f32 rows along the last dim: src/ops/softmax_rows.c, read and written in f32 */
     const bool rows = j->dt == TG_F32 && j->inner == 1;
     const tg__exp_width w = rows ? tg__exp_width_get() : TG__EXP_AUTO;
+    if (rows && !j->backward) {   /* the task's rows at once: short ones share the exp */
+        const int64_t at = t * j->per * slab;
+        tg__softmax_rows_f32((const float *)j->a + at, (float *)j->out + at, end - t * j->per,
+                             j->C, j->log_, va, w);
+        goto done;
+    }
     for (int64_t o = t * j->per; o < end; o++) {
         const int64_t at = o * slab * esz;
         if (rows) {

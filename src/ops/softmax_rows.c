@@ -48,27 +48,76 @@ EXP_RUN(exp_run_plain, tg__v4d, tg__v4i, tg__v4u, TG__FMA4, TG__TAB4, )
 EXP_RUN(exp_run_avx2, tg__v4d, tg__v4i, tg__v4u, TG__FMA4X, TG__TAB4X, TG__SIMD_AVX2)
 EXP_RUN(exp_run_avx512, tg__v8d, tg__v8i, tg__v8u, TG__FMA8, TG__TAB8, TG__SIMD_AVX512)
 
-/* ---- one row ---- */
-
-/* The largest number of x (n >= 1), -inf when it holds none: sixteen
- * running maxima (a NaN never replaces one), merged at the end. */
-static inline __attribute__((always_inline)) float row_max(const float *x, int64_t n)
-{
-    float m[16];
-    for (int l = 0; l < 16; l++) m[l] = -INFINITY;
-    int64_t c = 0;
-    for (; c + 16 <= n; c += 16)
-        for (int l = 0; l < 16; l++) m[l] = x[c + l] > m[l] ? x[c + l] : m[l];
-    for (; c < n; c++) m[0] = x[c] > m[0] ? x[c] : m[0];
-    float r = m[0];
-    for (int l = 1; l < 16; l++) r = m[l] > r ? m[l] : r;
-    return r;
-}
+/* exp_run's e[i] = exp(e[i]) for i < n, and the sum of those in eight
+ * partial sums (term i into sum i % 8, each in order: one vector's lanes
+ * at eight lanes, two vectors' at four), added pairwise (sum8): the adds
+ * of a separate pass over e, in the exp's loop, where its chain of adds
+ * runs beside the exps instead of after them.  EXP_SUM(name, ...) as
+ * EXP_RUN. */
+#define EXP_SUM(name, VD, VI, VU, FMA, TAB, attr)                                         \
+    attr static double name(double *e, int64_t n)                                         \
+    {                                                                                     \
+        enum { L = (int)(sizeof(VD) / sizeof(double)), H = 8 / L };                       \
+        VD acc[H];                                                                        \
+        memset(acc, 0, sizeof acc);                                                       \
+        int64_t i = 0;                                                                    \
+        for (; i + 8 <= n; i += 8)                                                        \
+            for (int h = 0; h < H; h++) {                                                 \
+                VD t, y;                                                                  \
+                memcpy(&t, e + i + h * L, sizeof t);                                      \
+                const VI tiny = t < -708.0;                                               \
+                const VD x = (VD)((VI)t & ~tiny);                                         \
+                TG__EXPV(VD, VU, FMA, TAB, x, y);                                         \
+                t = (VD)((VI)y & ~tiny);                                                  \
+                memcpy(e + i + h * L, &t, sizeof t);                                      \
+                acc[h] += t;                                                              \
+            }                                                                             \
+        double a[8];                                                                      \
+        memcpy(a, acc, sizeof a);                                                         \
+        if (i < n) {                                                                      \
+            name##_tail(e + i, n - i);                                                    \
+            for (int l = 0; i < n; i++, l++) a[l] += e[i];                                \
+        }                                                                                 \
+        return sum8(a);                                                                   \
+    }
+#define exp_sum_plain_tail exp_run_plain
+#define exp_sum_avx2_tail exp_run_avx2
+#define exp_sum_avx512_tail exp_run_avx512
 
 /* Eight partial sums added pairwise. */
 static inline double sum8(const double *a)
 {
     return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+EXP_SUM(exp_sum_plain, tg__v4d, tg__v4i, tg__v4u, TG__FMA4, TG__TAB4, )
+EXP_SUM(exp_sum_avx2, tg__v4d, tg__v4i, tg__v4u, TG__FMA4X, TG__TAB4X, TG__SIMD_AVX2)
+EXP_SUM(exp_sum_avx512, tg__v8d, tg__v8i, tg__v8u, TG__FMA8, TG__TAB8, TG__SIMD_AVX512)
+
+/* ---- one row ---- */
+
+/* The largest number of x (n >= 1), -inf when it holds none: sixteen
+ * running maxima (a NaN never replaces one), merged at the end. */
+typedef float rows_v16f __attribute__((vector_size(64)));
+typedef int32_t rows_v16i __attribute__((vector_size(64)));
+
+static inline __attribute__((always_inline)) float row_max(const float *x, int64_t n)
+{
+    rows_v16f mv;
+    for (int l = 0; l < 16; l++) mv[l] = -INFINITY;
+    int64_t c = 0;
+    for (; c + 16 <= n; c += 16) {   /* running maximum l: x[c + l] > m[l] ? x[c + l] : m[l] */
+        rows_v16f v;
+        memcpy(&v, x + c, sizeof v);
+        const rows_v16i gt = v > mv;
+        mv = (rows_v16f)((gt & (rows_v16i)v) | (~gt & (rows_v16i)mv));
+    }
+    float m[16];
+    memcpy(m, &mv, sizeof m);
+    for (; c < n; c++) m[0] = x[c] > m[0] ? x[c] : m[0];
+    float r = m[0];
+    for (int l = 1; l < 16; l++) r = m[l] > r ? m[l] : r;
+    return r;
 }
 
 /* e[c] = exp(x[c] - m) for c < n, the exp at width W; then their sum in
@@ -78,15 +127,9 @@ static inline __attribute__((always_inline)) double exp_shifted(const float *x, 
 {
     for (int64_t c = 0; c < n; c++) e[c] = (double)x[c] - m;
     for (int c = 0; c < TG__EXP_PAD; c++) e[n + c] = 0.0;   /* the padding: defined values */
-    if (W == TG__EXP_AVX512) exp_run_avx512(e, n);
-    else if (W == TG__EXP_AVX2) exp_run_avx2(e, n);
-    else exp_run_plain(e, n);
-    double a[8] = {0.0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) a[l] += e[i + l];
-    for (int l = 0; i < n; i++, l++) a[l] += e[i];
-    return sum8(a);
+    if (W == TG__EXP_AVX512) return exp_sum_avx512(e, n);
+    if (W == TG__EXP_AVX2) return exp_sum_avx2(e, n);
+    return exp_sum_plain(e, n);
 }
 
 static inline __attribute__((always_inline)) void forward_row(const float *x, float *y,
@@ -119,6 +162,154 @@ static inline __attribute__((always_inline)) void log_backward_row(const float *
     for (int l = 0; c < n; c++, l++) a[l] += g[c];
     const double f = sum8(a) / s;
     for (c = 0; c < n; c++) dx[c] = (float)((double)g[c] - e[c] * f);
+}
+
+/* The row's maximum m and s = sum exp(x - m) of forward_row. */
+static inline __attribute__((always_inline)) void stats_row(const float *x, int64_t n,
+                                                            double *st, double *e, int W)
+{
+    st[0] = row_max(x, n);
+    st[1] = exp_shifted(x, st[0], e, n, W);
+}
+
+/* log_backward_row for g zero but at class t (none for t < 0), g[t] = gt,
+ * from the row's stats st (stats_row): sum(g) is 0 + gt as its partial
+ * sums add it, and each dx is g - exp(x - m) (sum(g) / s) as there. */
+static inline __attribute__((always_inline)) void pick_backward_row(const float *x, float *dx,
+                                                                    int64_t n, const double *st,
+                                                                    int64_t t, float gt,
+                                                                    double *e, int W)
+{
+    const double m = st[0];
+    for (int64_t c = 0; c < n; c++) e[c] = (double)x[c] - m;
+    for (int c = 0; c < TG__EXP_PAD; c++) e[n + c] = 0.0;
+    if (W == TG__EXP_AVX512) exp_run_avx512(e, n);
+    else if (W == TG__EXP_AVX2) exp_run_avx2(e, n);
+    else exp_run_plain(e, n);
+    const double f = (0.0 + (double)gt) / st[1];
+    for (int64_t c = 0; c < n; c++) dx[c] = (float)(0.0 - e[c] * f);
+    if (t >= 0) dx[t] = (float)((double)gt - e[t] * f);
+}
+
+/* Rows shorter than SMALL_ROW go through the exp together, up to
+ * TG__ROWS_BLOCK values at a time: a short row alone leaves the exp's long
+ * chain of dependent steps waiting (each value still takes the same exp
+ * and each row the same sums, so the bits are a row's alone). */
+enum { SMALL_ROW = 256 };
+
+/* stats_row of `rows` rows of n values (rows n <= TG__ROWS_BLOCK),
+ * contiguous: each row's maximum, then one exp run over every x - m, then
+ * each row's eight partial sums as exp_shifted adds them. */
+static inline __attribute__((always_inline)) void stats_block(const float *x, int64_t rows,
+                                                              int64_t n, double *st, double *e,
+                                                              int W)
+{
+    const int64_t k = rows * n;
+    for (int64_t r = 0; r < rows; r++) st[2 * r] = row_max(x + r * n, n);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < n; c++) e[r * n + c] = (double)x[r * n + c] - st[2 * r];
+    for (int c = 0; c < TG__EXP_PAD; c++) e[k + c] = 0.0;
+    if (W == TG__EXP_AVX512) exp_run_avx512(e, k);
+    else if (W == TG__EXP_AVX2) exp_run_avx2(e, k);
+    else exp_run_plain(e, k);
+    for (int64_t r = 0; r < rows; r++) {
+        const double *er = e + r * n;
+        double a[8] = {0.0};
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            for (int l = 0; l < 8; l++) a[l] += er[i + l];
+        for (int l = 0; i < n; i++, l++) a[l] += er[i];
+        st[2 * r + 1] = sum8(a);
+    }
+}
+
+/* pick_backward_row of `rows` rows as stats_block takes them: t[r] and
+ * gt[r] the class and gradient of row r. */
+static inline __attribute__((always_inline)) void pick_block(const float *x, float *dx,
+                                                             int64_t rows, int64_t n,
+                                                             const double *st, const int64_t *t,
+                                                             const float *gt, double *e, int W)
+{
+    const int64_t k = rows * n;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < n; c++) e[r * n + c] = (double)x[r * n + c] - st[2 * r];
+    for (int c = 0; c < TG__EXP_PAD; c++) e[k + c] = 0.0;
+    if (W == TG__EXP_AVX512) exp_run_avx512(e, k);
+    else if (W == TG__EXP_AVX2) exp_run_avx2(e, k);
+    else exp_run_plain(e, k);
+    for (int64_t r = 0; r < rows; r++) {
+        const double f = (0.0 + (double)gt[r]) / st[2 * r + 1];
+        const double *er = e + r * n;
+        float *d = dx + r * n;
+        for (int64_t c = 0; c < n; c++) d[c] = (float)(0.0 - er[c] * f);
+        if (t[r] >= 0) d[t[r]] = (float)((double)gt[r] - er[t[r]] * f);
+    }
+}
+
+/* forward_row of `rows` rows of n values as stats_block takes them. */
+static inline __attribute__((always_inline)) void forward_block(const float *x, float *y,
+                                                                int64_t rows, int64_t n,
+                                                                bool log_, double *e, int W)
+{
+    double st[2 * TG__ROWS_BLOCK];
+    stats_block(x, rows, n, st, e, W);
+    for (int64_t r = 0; r < rows; r++) {
+        const double m = st[2 * r], s = st[2 * r + 1];
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        if (log_) {
+            const double ls = log(s);
+            for (int64_t c = 0; c < n; c++) yr[c] = (float)(((double)xr[c] - m) - ls);
+        } else {
+            const double inv = 1.0 / s;
+            const double *er = e + r * n;
+            for (int64_t c = 0; c < n; c++) yr[c] = (float)(er[c] * inv);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void forward_rows(const float *x, float *y,
+                                                               int64_t rows, int64_t n,
+                                                               bool log_, double *e, int W)
+{
+    if (n >= SMALL_ROW) {
+        for (int64_t r = 0; r < rows; r++) forward_row(x + r * n, y + r * n, n, log_, e, W);
+        return;
+    }
+    const int64_t per = TG__ROWS_BLOCK / n;
+    for (int64_t r = 0; r < rows; r += per)
+        forward_block(x + r * n, y + r * n, rows - r < per ? rows - r : per, n, log_, e, W);
+}
+
+/* The rows of stats_rows_f32 / pick_rows_f32: one at a time from
+ * SMALL_ROW values on, else in blocks of TG__ROWS_BLOCK values. */
+static inline __attribute__((always_inline)) void stats_rows(const float *x, int64_t rows,
+                                                             int64_t n, double *st, double *e,
+                                                             int W)
+{
+    if (n >= SMALL_ROW) {
+        for (int64_t r = 0; r < rows; r++) stats_row(x + r * n, n, st + 2 * r, e, W);
+        return;
+    }
+    const int64_t per = TG__ROWS_BLOCK / n;
+    for (int64_t r = 0; r < rows; r += per)
+        stats_block(x + r * n, rows - r < per ? rows - r : per, n, st + 2 * r, e, W);
+}
+
+static inline __attribute__((always_inline)) void pick_rows(const float *x, float *dx,
+                                                            int64_t rows, int64_t n,
+                                                            const double *st, const int64_t *t,
+                                                            const float *gt, double *e, int W)
+{
+    if (n >= SMALL_ROW) {
+        for (int64_t r = 0; r < rows; r++)
+            pick_backward_row(x + r * n, dx + r * n, n, st + 2 * r, t[r], gt[r], e, W);
+        return;
+    }
+    const int64_t per = TG__ROWS_BLOCK / n;
+    for (int64_t r = 0; r < rows; r += per)
+        pick_block(x + r * n, dx + r * n, rows - r < per ? rows - r : per, n, st + 2 * r,
+                   t + r, gt + r, e, W);
 }
 
 #define ROWS_AVX2 TG__SIMD_AVX2
@@ -173,6 +364,31 @@ ROWS_AVX512 static void backward_avx512(const float *x, const float *g, float *d
 {
     log_backward_row(x, g, dx, n, e, TG__EXP_AVX512);
 }
+
+#define ROWS_CLONES(sfx, attr, W)                                                          \
+    attr static void stats_##sfx(const float *x, int64_t rows, int64_t n, double *st,       \
+                                 double *e)                                                 \
+    {                                                                                       \
+        stats_rows(x, rows, n, st, e, W);                                                   \
+    }                                                                                       \
+    attr static void pick_##sfx(const float *x, float *dx, int64_t rows, int64_t n,         \
+                                const double *st, const int64_t *t, const float *gt,        \
+                                double *e)                                                  \
+    {                                                                                       \
+        pick_rows(x, dx, rows, n, st, t, gt, e, W);                                         \
+    }
+#define FORWARD_CLONE(sfx, attr, W)                                                         \
+    attr static void forward_rows_##sfx(const float *x, float *y, int64_t rows, int64_t n,  \
+                                        bool log_, double *e)                               \
+    {                                                                                       \
+        forward_rows(x, y, rows, n, log_, e, W);                                            \
+    }
+FORWARD_CLONE(plain, , TG__EXP_PLAIN)
+FORWARD_CLONE(avx2, ROWS_AVX2, TG__EXP_AVX2)
+FORWARD_CLONE(avx512, ROWS_AVX512, TG__EXP_AVX512)
+ROWS_CLONES(plain, , TG__EXP_PLAIN)
+ROWS_CLONES(avx2, ROWS_AVX2, TG__EXP_AVX2)
+ROWS_CLONES(avx512, ROWS_AVX512, TG__EXP_AVX512)
 
 /* ---- the width ---- */
 
@@ -247,4 +463,32 @@ void tg__softmax_backward_row_f32(const float *y, const float *g, float *dx, int
     for (int l = 0; c < n; c++, l++) a[l] += (double)g[c] * (double)y[c];
     const double s = sum8(a);
     for (c = 0; c < n; c++) dx[c] = (float)((double)y[c] * ((double)g[c] - s));
+}
+
+void tg__log_softmax_stats_rows_f32(const float *x, int64_t rows, int64_t n, double *st,
+                                    double *e, tg__exp_width w)
+{
+    if (n <= 0 || rows <= 0) return;
+    if (w == TG__EXP_AVX512) stats_avx512(x, rows, n, st, e);
+    else if (w == TG__EXP_AVX2) stats_avx2(x, rows, n, st, e);
+    else stats_plain(x, rows, n, st, e);
+}
+
+void tg__log_softmax_pick_backward_rows_f32(const float *x, float *dx, int64_t rows, int64_t n,
+                                            const double *st, const int64_t *t, const float *gt,
+                                            double *e, tg__exp_width w)
+{
+    if (n <= 0 || rows <= 0) return;
+    if (w == TG__EXP_AVX512) pick_avx512(x, dx, rows, n, st, t, gt, e);
+    else if (w == TG__EXP_AVX2) pick_avx2(x, dx, rows, n, st, t, gt, e);
+    else pick_plain(x, dx, rows, n, st, t, gt, e);
+}
+
+void tg__softmax_rows_f32(const float *x, float *y, int64_t rows, int64_t n, bool log_,
+                          double *e, tg__exp_width w)
+{
+    if (n <= 0 || rows <= 0) return;
+    if (w == TG__EXP_AVX512) forward_rows_avx512(x, y, rows, n, log_, e);
+    else if (w == TG__EXP_AVX2) forward_rows_avx2(x, y, rows, n, log_, e);
+    else forward_rows_plain(x, y, rows, n, log_, e);
 }

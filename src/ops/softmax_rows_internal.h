@@ -44,6 +44,26 @@ void tg__softmax_row_f32_to_f64(const float *x, int64_t n, double *e, tg__exp_wi
 void tg__log_softmax_backward_row_f32(const float *x, const float *g, float *dx, int64_t n,
                                       double *e, tg__exp_width w);
 
+/* Values of scratch the rows functions below take beside a row's. */
+enum { TG__ROWS_BLOCK = 1024 };
+/* tg__softmax_row_f32 of `rows` contiguous rows of n values (row r at x +
+ * r n and y + r n), the same bits; short rows go through the exp
+ * together.  e: max(n, TG__ROWS_BLOCK) + TG__EXP_PAD doubles of scratch. */
+void tg__softmax_rows_f32(const float *x, float *y, int64_t rows, int64_t n, bool log_,
+                          double *e, tg__exp_width w);
+/* For each of `rows` contiguous rows r of the n >= 1 values of x (row r
+ * at x + r n): st[2 r] = m, its maximum, and st[2 r + 1] = s = sum exp(x -
+ * m), as tg__softmax_row_f32 computes them (log_softmax(x) = (x - m) -
+ * log(s)).  e: max(n, TG__ROWS_BLOCK) + TG__EXP_PAD doubles of scratch. */
+void tg__log_softmax_stats_rows_f32(const float *x, int64_t rows, int64_t n, double *st,
+                                    double *e, tg__exp_width w);
+/* tg__log_softmax_backward_row_f32 of each of those rows for a g that is
+ * 0 but at class t[r] (none for t[r] < 0), g[t[r]] = gt[r], from their
+ * stats st (tg__log_softmax_stats_rows_f32): the same bits, with no pass
+ * for the maximum and the sums.  e as there. */
+void tg__log_softmax_pick_backward_rows_f32(const float *x, float *dx, int64_t rows, int64_t n,
+                                            const double *st, const int64_t *t, const float *gt,
+                                            double *e, tg__exp_width w);
 /* dx = y (g - sum(g y)): softmax's backward from its output y and the
  * gradient g, n values each, the sum in double (eight partial sums) and
  * each dx rounded once; dx may be g. */
