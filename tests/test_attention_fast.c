@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "attention_fixtures.h"
 #include "helpers.h"
 #include "ops/attention_internal.h"
 #include "ops/softmax_rows_internal.h"
@@ -22,20 +23,6 @@
 
 /* ---- helpers ---- */
 
-/* tg_scaled_dot_product_attention(q, k, v, o) on the fused path (fast) or,
- * with TG_ATTENTION_FAST=0, the taped one; *took: the fused kernel ran. */
-static tg_tensor *sdpa(bool fast, tg_tensor *q, tg_tensor *k, tg_tensor *v,
-                       const tg_attention_opts *o, bool *took)
-{
-    if (!fast) setenv("TG_ATTENTION_FAST", "0", 1);
-    const uint64_t before = tg__attention_fast_calls();
-    tg_tensor *y = NULL;
-    const int rc = tg_scaled_dot_product_attention(&y, NULL, q, k, v, o);
-    unsetenv("TG_ATTENTION_FAST");
-    OK(rc);
-    *took = tg__attention_fast_calls() == before + 1;
-    return y;
-}
 
 /* Every element: NaN where want is NaN, else |got - want| <= rtol (|want| +
  * scale); scale < 0: the largest |want|. */
@@ -73,57 +60,14 @@ static double max_abs(const tg_tensor *t)
     return m;
 }
 
-/* Mask kinds of a case. */
-enum { M_NONE, M_U8, M_FLOAT, M_CAUSAL, M_PAD_U8, M_FULL };
 
-/* The mask of kind `kind` for scores (lead..., L, S) of nd dims. */
-static tg_tensor *make_mask(int kind, tg_dtype dt, int nd, const int64_t *sc, uint64_t *seed)
-{
-    const int64_t L = sc[nd - 2], S = sc[nd - 1];
-    tg_tensor *m = NULL;
-    if (kind == M_U8 || kind == M_CAUSAL) {
-        OK(tg_tensor_zeros(&m, kind == M_U8 ? TG_U8 : dt, 2, (int64_t[]){L, S}));
-        for (int64_t l = 0; l < L; l++)
-            for (int64_t s = 0; s < S; s++) {
-                const int64_t i = l * S + s;
-                if (kind == M_U8) OK(tg_tensor_set_flat(m, i, th_uniform_pm1(seed) > 0.4));
-                else if (s > l + S - L) OK(tg_tensor_set_flat(m, i, -INFINITY));
-            }
-    } else if (kind == M_FLOAT) {
-        m = th_rand_tensor(seed, dt, 2, (int64_t[]){L, S}, -2.0, 2.0);
-    } else if (kind == M_PAD_U8) {   /* (lead0, 1, ..., S): keys of batch b padded */
-        int64_t sh[4] = {sc[0], 1, 1, 1};
-        sh[nd - 1] = S;
-        OK(tg_tensor_zeros(&m, TG_U8, nd, sh));
-        for (int64_t b = 0; b < sc[0]; b++)
-            for (int64_t s = S - b % 3; s < S; s++) OK(tg_tensor_set_flat(m, b * S + s, 1));
-    } else if (kind == M_FULL) {
-        m = th_rand_tensor(seed, dt, nd, sc, -3.0, 3.0);
-    }
-    return m;
-}
-
-typedef struct sdpa_case {
-    int nd;
-    int64_t lead[2], L, S, E, Ev;
-    int mask;
-} sdpa_case;
 
 /* Case c in dtype dt: the fused path taken, and its output the taped one's. */
 static void check_case(const sdpa_case *c, tg_dtype dt, uint64_t seed)
 {
-    int64_t qs[4], ks[4], vs[4], sc[4];
-    const int nl = c->nd - 2;
-    for (int i = 0; i < nl; i++) qs[i] = ks[i] = vs[i] = sc[i] = c->lead[i];
-    qs[nl] = sc[nl] = c->L;
-    ks[nl] = vs[nl] = sc[nl + 1] = c->S;
-    qs[nl + 1] = ks[nl + 1] = c->E;
-    vs[nl + 1] = c->Ev;
-    tg_tensor *q = th_rand_tensor(&seed, dt, c->nd, qs, -2.0, 2.0);
-    tg_tensor *k = th_rand_tensor(&seed, dt, c->nd, ks, -2.0, 2.0);
-    tg_tensor *v = th_rand_tensor(&seed, dt, c->nd, vs, -1.0, 1.0);
-    tg_attention_opts o = TG_ATTENTION_OPTS_INIT;
-    o.attn_mask = make_mask(c->mask, dt, c->nd, sc, &seed);
+    tg_tensor *q, *k, *v;
+    tg_attention_opts o;
+    case_inputs(c, dt, &seed, &q, &k, &v, &o);
     bool fast_took, taped_took;
     tg_tensor *y = sdpa(true, q, k, v, &o, &fast_took);
     tg_tensor *want = sdpa(false, q, k, v, &o, &taped_took);

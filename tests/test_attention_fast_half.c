@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention_half_fixtures.h"
+#include "attention_fixtures.h"
 #include "bf16_gemm_fixtures.h"
 #include "core/core.h"
 #include "helpers.h"
@@ -26,20 +26,6 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-/* tg_scaled_dot_product_attention(q, k, v, o) on the fused path (fast) or,
- * with TG_ATTENTION_FAST=0, the taped one; *took: the fused kernel ran. */
-static tg_tensor *sdpa(bool fast, tg_tensor *q, tg_tensor *k, tg_tensor *v,
-                       const tg_attention_opts *o, bool *took)
-{
-    if (!fast) setenv("TG_ATTENTION_FAST", "0", 1);
-    const uint64_t before = tg__attention_fast_calls();
-    tg_tensor *y = NULL;
-    const int rc = tg_scaled_dot_product_attention(&y, NULL, q, k, v, o);
-    unsetenv("TG_ATTENTION_FAST");
-    OK(rc);
-    *took = tg__attention_fast_calls() == before + 1;
-    return y;
-}
 
 
 /* t (nd dims) as contiguous doubles, broadcast to shape (nd dims) first. */
@@ -139,11 +125,6 @@ static int64_t expect_within_bound(const char *what, const bound_in *in, const t
     return differ;
 }
 
-typedef struct sdpa_case {
-    int nd;
-    int64_t lead[2], L, S, E, Ev;
-    int mask;
-} sdpa_case;
 
 /* tests/test_attention_fast.c's shapes, and two whose products pay for the
  * bf16 kernels (E, S and Ev >= 32). */
@@ -167,18 +148,9 @@ enum { N_CASES = sizeof cases / sizeof cases[0] };
  * within the bound; returns the elements that differ (*n: all of them). */
 static int64_t check_case(const sdpa_case *c, tg_dtype dt, uint64_t seed, int64_t *n)
 {
-    int64_t qs[4], ks[4], vs[4], sc[4];
-    const int nl = c->nd - 2;
-    for (int i = 0; i < nl; i++) qs[i] = ks[i] = vs[i] = sc[i] = c->lead[i];
-    qs[nl] = sc[nl] = c->L;
-    ks[nl] = vs[nl] = sc[nl + 1] = c->S;
-    qs[nl + 1] = ks[nl + 1] = c->E;
-    vs[nl + 1] = c->Ev;
-    tg_tensor *q = th_rand_tensor(&seed, dt, c->nd, qs, -2.0, 2.0);
-    tg_tensor *k = th_rand_tensor(&seed, dt, c->nd, ks, -2.0, 2.0);
-    tg_tensor *v = th_rand_tensor(&seed, dt, c->nd, vs, -1.0, 1.0);
-    tg_attention_opts o = TG_ATTENTION_OPTS_INIT;
-    o.attn_mask = make_mask(c->mask, dt, c->nd, sc, &seed);
+    tg_tensor *q, *k, *v;
+    tg_attention_opts o;
+    case_inputs(c, dt, &seed, &q, &k, &v, &o);
     bool fast_took, taped_took;
     tg_tensor *y = sdpa(true, q, k, v, &o, &fast_took);
     tg_tensor *want = sdpa(false, q, k, v, &o, &taped_took);
@@ -193,6 +165,8 @@ static int64_t check_case(const sdpa_case *c, tg_dtype dt, uint64_t seed, int64_
     cr_assert(eq(int, tg_tensor_dtype(y), dt), "%s: the output's dtype", what);
     th_expect_shape(y, tg_tensor_ndim(want), tg_tensor_shape(want));
     const int64_t B = tg_tensor_numel(q) / (c->L * c->E);
+    int64_t sc[4];
+    case_scores_shape(c, sc);
     double *md = o.attn_mask ? doubles_as(o.attn_mask, c->nd, sc) : NULL;
     double *qd = th_doubles(q), *kd = th_doubles(k), *vd = th_doubles(v);
     const bound_in in = {.dt = dt, .B = B, .L = c->L, .S = c->S, .E = c->E, .Ev = c->Ev,

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "attention_half_fixtures.h"
+#include "attention_fixtures.h"
 #include "bf16_gemm_fixtures.h"
 #include "helpers.h"
 #include "ops/attention_internal.h"

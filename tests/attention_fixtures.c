@@ -1,8 +1,9 @@
-/* tests/attention_half_fixtures.c - shared by test_attention_fast_half.c and
- * test_mha_fast_half.c (attention_half_fixtures.h): the unit roundoff of a
- * half dtype, the masks of a case, and a tolerance check that counts the
- * elements whose bits differ. */
-#include "attention_half_fixtures.h"
+/* tests/attention_fixtures.c - shared by test_attention_fast.c,
+ * test_attention_fast_half.c and test_mha_fast_half.c
+ * (attention_fixtures.h): the unit roundoff of a half dtype, the inputs and
+ * masks of a case, the attention on either path, and a tolerance check
+ * that counts the elements whose bits differ. */
+#include "attention_fixtures.h"
 
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -10,10 +11,11 @@
 #include <stdlib.h>
 
 #include "helpers.h"
+#include "ops/attention_internal.h"
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-/* The unit roundoff of a half dtype (attention_half_fixtures.h). */
+/* The unit roundoff of a half dtype (attention_fixtures.h). */
 double unit_of(tg_dtype dt) { return dt == TG_BF16 ? 0x1p-8 : 0x1p-11; }
 
 /* The mask of kind `kind` for scores (lead..., L, S) of nd dims. */
@@ -69,4 +71,43 @@ int64_t expect_close(const char *what, const tg_tensor *got, const tg_tensor *wa
     free(a);
     free(b);
     return differ;
+}
+
+void case_scores_shape(const sdpa_case *c, int64_t sc[4])
+{
+    const int nl = c->nd - 2;
+    for (int i = 0; i < nl; i++) sc[i] = c->lead[i];
+    sc[nl] = c->L;
+    sc[nl + 1] = c->S;
+}
+
+void case_inputs(const sdpa_case *c, tg_dtype dt, uint64_t *seed, tg_tensor **q, tg_tensor **k,
+                 tg_tensor **v, tg_attention_opts *o)
+{
+    int64_t qs[4], ks[4], vs[4], sc[4];
+    const int nl = c->nd - 2;
+    case_scores_shape(c, sc);
+    for (int i = 0; i < nl; i++) qs[i] = ks[i] = vs[i] = c->lead[i];
+    qs[nl] = c->L;
+    ks[nl] = vs[nl] = c->S;
+    qs[nl + 1] = ks[nl + 1] = c->E;
+    vs[nl + 1] = c->Ev;
+    *q = th_rand_tensor(seed, dt, c->nd, qs, -2.0, 2.0);
+    *k = th_rand_tensor(seed, dt, c->nd, ks, -2.0, 2.0);
+    *v = th_rand_tensor(seed, dt, c->nd, vs, -1.0, 1.0);
+    *o = (tg_attention_opts)TG_ATTENTION_OPTS_INIT;
+    o->attn_mask = make_mask(c->mask, dt, c->nd, sc, seed);
+}
+
+tg_tensor *sdpa(bool fast, tg_tensor *q, tg_tensor *k, tg_tensor *v, const tg_attention_opts *o,
+                bool *took)
+{
+    if (!fast) setenv("TG_ATTENTION_FAST", "0", 1);
+    const uint64_t before = tg__attention_fast_calls();
+    tg_tensor *y = NULL;
+    const int rc = tg_scaled_dot_product_attention(&y, NULL, q, k, v, o);
+    unsetenv("TG_ATTENTION_FAST");
+    OK(rc);
+    *took = tg__attention_fast_calls() == before + 1;
+    return y;
 }
