@@ -197,6 +197,21 @@ static inline __attribute__((always_inline)) void pick_backward_row(const float 
  * and each row the same sums, so the bits are a row's alone). */
 enum { SMALL_ROW = 256 };
 
+/* e = exp(x - m) over `rows` rows of n values, m row r's maximum st[2r]:
+ * one exp run of width W over the block (padded with zeros). */
+static inline __attribute__((always_inline)) void exp_shifted_block(const float *x, int64_t rows,
+                                                                    int64_t n, const double *st,
+                                                                    double *e, int W)
+{
+    const int64_t k = rows * n;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < n; c++) e[r * n + c] = (double)x[r * n + c] - st[2 * r];
+    for (int c = 0; c < TG__EXP_PAD; c++) e[k + c] = 0.0;
+    if (W == TG__EXP_AVX512) exp_run_avx512(e, k);
+    else if (W == TG__EXP_AVX2) exp_run_avx2(e, k);
+    else exp_run_plain(e, k);
+}
+
 /* stats_row of `rows` rows of n values (rows n <= TG__ROWS_BLOCK),
  * contiguous: each row's maximum, then one exp run over every x - m, then
  * each row's eight partial sums as exp_shifted adds them. */
@@ -204,14 +219,8 @@ static inline __attribute__((always_inline)) void stats_block(const float *x, in
                                                               int64_t n, double *st, double *e,
                                                               int W)
 {
-    const int64_t k = rows * n;
     for (int64_t r = 0; r < rows; r++) st[2 * r] = row_max(x + r * n, n);
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < n; c++) e[r * n + c] = (double)x[r * n + c] - st[2 * r];
-    for (int c = 0; c < TG__EXP_PAD; c++) e[k + c] = 0.0;
-    if (W == TG__EXP_AVX512) exp_run_avx512(e, k);
-    else if (W == TG__EXP_AVX2) exp_run_avx2(e, k);
-    else exp_run_plain(e, k);
+    exp_shifted_block(x, rows, n, st, e, W);
     for (int64_t r = 0; r < rows; r++) {
         const double *er = e + r * n;
         double a[8] = {0.0};
@@ -230,13 +239,7 @@ static inline __attribute__((always_inline)) void pick_block(const float *x, flo
                                                              const double *st, const int64_t *t,
                                                              const float *gt, double *e, int W)
 {
-    const int64_t k = rows * n;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < n; c++) e[r * n + c] = (double)x[r * n + c] - st[2 * r];
-    for (int c = 0; c < TG__EXP_PAD; c++) e[k + c] = 0.0;
-    if (W == TG__EXP_AVX512) exp_run_avx512(e, k);
-    else if (W == TG__EXP_AVX2) exp_run_avx2(e, k);
-    else exp_run_plain(e, k);
+    exp_shifted_block(x, rows, n, st, e, W);
     for (int64_t r = 0; r < rows; r++) {
         const double f = (0.0 + (double)gt[r]) / st[2 * r + 1];
         const double *er = e + r * n;
