@@ -1,7 +1,7 @@
-/* src/ops/norm_simd.c - batch_norm's x86 SIMD pieces: the per-channel sums
- * of four f32 channels at once, and the last pass over a block of half
- * channels computed and rounded in registers (norm.c's work on the blocks
- * of norm_blocks.c's loop).
+/* src/ops/norm_simd.c - batch_norm's x86 SIMD pieces and the kernels of its
+ * half blocks: the per-channel sums of four f32 channels at once, and the
+ * sums, the output and dx of f16/bf16 channels read and written in place
+ * (norm.c's work on the blocks of norm_blocks.c's loop).
  *
  * Sums.  bn_sum (norm_kernels_tmpl.h) adds a channel's terms into four
  * double accumulators, term i into acc[i mod 4], row after row: one chain of
@@ -12,13 +12,16 @@
  * (the other lanes add -0.0, which leaves every value as it is), and the
  * lanes are added as bn_sum adds them, so the sums are bn_sum's bits.
  *
- * Half rows.  The f32 kernels of norm_kernels_tmpl.h write a row into an f32 buffer
- * that the bulk conversion then rounds into the half tensor: a store and a
- * load more per value.  Here eight values at a time are computed with the
- * same f32 operations in the same order (ISO C: no contraction) and rounded
- * with the bulk conversion's rule, so the bits are those of the two passes
- * (tests/test_norm_simd.c compares them). */
+ * Half channels.  A half widens to f32 exactly (a bf16 is the top 16 bits
+ * of an f32), so the f32 kernels of norm_kernels_tmpl.h run on an f32 copy
+ * of a half tensor and these kernels, which widen each value in registers
+ * as they read it, see the same values; they add them in bn_sum's order,
+ * compute each output with the same f32 operations in the same order (ISO
+ * C: no contraction) and round it with the bulk conversion's rule, so the
+ * bits are those of the f32 kernels on the copy, rounded once, without the
+ * copy's store and load (tests/test_norm_half.c compares them). */
 #include <stdatomic.h>
+#include <string.h>
 
 #include "core/half_simd.h"
 #include "core/core.h"
@@ -31,19 +34,47 @@ void tg__bn_set_simd(bool on) { atomic_store(&simd_off, !on); }
 
 static bool use_simd(void) { return !atomic_load(&simd_off) && tg__cpu_has_half_simd(); }
 
-/* o = half((p - mu) * k + sh), n values */
-static void affine_scalar(tg_dtype dt, const float *p, int64_t n, float mu, float k, float sh,
-                          uint16_t *o)
+/* A half of dtype dt as f32 (exact: the bulk conversion's value). */
+static inline float widen(tg_dtype dt, uint16_t h)
 {
-    for (int64_t i = 0; i < n; i++) o[i] = tg__f32_to_half(dt, (p[i] - mu) * k + sh);
+    if (dt == TG_F16) return tg_f16_to_f32(h);
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
 }
 
-/* o = half(kt * (q - a - (p - mu) * bc)), n values */
-static void dx_scalar(tg_dtype dt, const float *p, const float *q, int64_t n,
+/* o = half((p - mu) * k + sh), n values */
+static void affine_scalar(tg_dtype dt, const uint16_t *p, int64_t n, float mu, float k, float sh,
+                          uint16_t *o)
+{
+    for (int64_t i = 0; i < n; i++) o[i] = tg__f32_to_half(dt, (widen(dt, p[i]) - mu) * k + sh);
+}
+
+/* o = half(kt * (q - a - (p - mu) * bc)), n values (o may be q) */
+static void dx_scalar(tg_dtype dt, const uint16_t *p, const uint16_t *q, int64_t n,
                       const tg__bn_dx_factors *f, uint16_t *o)
 {
     for (int64_t i = 0; i < n; i++)
-        o[i] = tg__f32_to_half(dt, f->kt * (q[i] - f->a - (p[i] - f->mu) * f->bc));
+        o[i] = tg__f32_to_half(dt, f->kt * (widen(dt, q[i]) - f->a -
+                                            (widen(dt, p[i]) - f->mu) * f->bc));
+}
+
+/* bn_sum's order over one half channel (n rows of s values, rstride apart):
+ * term i of a row into acc[i mod 4], rows in turn, then
+ * (acc0 + acc1) + (acc2 + acc3); kind 2: gr (x - mean), 1: (x - mean)^2,
+ * 0: x - mean. */
+static double hsum_scalar(tg_dtype dt, const uint16_t *x, const uint16_t *gr, double mean,
+                          int kind, int64_t n, int64_t rstride, int64_t s)
+{
+    double acc[4] = {0, 0, 0, 0};
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t i = 0; i < s; i++) {
+            const int64_t e = r * rstride + i;
+            const double v = (double)widen(dt, x[e]) - mean;
+            acc[i & 3] += kind == 2 ? (double)widen(dt, gr[e]) * v : kind == 1 ? v * v : v;
+        }
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
 #ifdef TG__HAVE_X86_SIMD
@@ -92,27 +123,91 @@ TG__AVX2 static void sum4_avx2(const float *x, const float *gr, const double *me
     }
 }
 
-TG__AVX2 static void affine_avx2(tg_dtype dt, const float *p, int64_t n, float mu, float k,
+/* Four halves at p as doubles (exact). */
+TG__AVX2 static inline __m256d half4_pd(tg_dtype dt, const uint16_t *p)
+{
+    const __m128i h = _mm_loadl_epi64((const __m128i *)(const void *)p);
+    const __m128 f = dt == TG_F16 ? _mm_cvtph_ps(h)
+                                  : _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16));
+    return _mm256_cvtps_pd(f);
+}
+
+/* The last r < 4 halves of a row at p as doubles (the other lanes 0). */
+TG__AVX2 static inline __m256d half4_tail_pd(tg_dtype dt, const uint16_t *p, int64_t r)
+{
+    uint16_t t[4] = {0, 0, 0, 0};
+    memcpy(t, p, (size_t)r * sizeof *t);
+    return half4_pd(dt, t);
+}
+
+/* sum4_avx2 on four half channels of dtype dt read in place: the same
+ * terms in the same lanes in the same order, so the same bits. */
+TG__AVX2 __attribute__((always_inline)) static inline void
+hsum4_body(tg_dtype dt, const uint16_t *x, const uint16_t *gr, const double *mean, int kind,
+           int64_t n, int64_t rstride, int64_t s, double *out)
+{
+    const int64_t s4 = s & ~(int64_t)3, r = s - s4;
+    const __m256d m64 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(
+        _mm_cmplt_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32((int)r))));
+    const __m256d negz = _mm256_set1_pd(-0.0);
+    __m256d acc[4], mu[4];
+    for (int k = 0; k < 4; k++) {
+        acc[k] = _mm256_setzero_pd();
+        mu[k] = _mm256_set1_pd(mean[k]);
+    }
+    for (int64_t row = 0; row < n; row++) {
+        const int64_t base = row * rstride;
+        for (int64_t i = 0; i < s4; i += 4)
+            for (int k = 0; k < 4; k++) {
+                const int64_t e = base + k * s + i;
+                const __m256d v = _mm256_sub_pd(half4_pd(dt, x + e), mu[k]);
+                const __m256d q = kind == 2 ? half4_pd(dt, gr + e) : v;
+                acc[k] = _mm256_add_pd(acc[k], sum_term(v, q, kind));
+            }
+        if (r)
+            for (int k = 0; k < 4; k++) {
+                const int64_t e = base + k * s + s4;
+                const __m256d v = _mm256_sub_pd(half4_tail_pd(dt, x + e, r), mu[k]);
+                const __m256d q = kind == 2 ? half4_tail_pd(dt, gr + e, r) : v;
+                acc[k] = _mm256_add_pd(acc[k], _mm256_blendv_pd(negz, sum_term(v, q, kind), m64));
+            }
+    }
+    for (int k = 0; k < 4; k++) {
+        double a[4];
+        _mm256_storeu_pd(a, acc[k]);
+        out[k] = (a[0] + a[1]) + (a[2] + a[3]);
+    }
+}
+
+TG__AVX2 static void hsum4_avx2(tg_dtype dt, const uint16_t *x, const uint16_t *gr,
+                                const double *mean, int kind, int64_t n, int64_t rstride,
+                                int64_t s, double *out)
+{
+    if (dt == TG_F16) hsum4_body(TG_F16, x, gr, mean, kind, n, rstride, s, out);
+    else hsum4_body(TG_BF16, x, gr, mean, kind, n, rstride, s, out);
+}
+
+TG__AVX2 static void affine_avx2(tg_dtype dt, const uint16_t *p, int64_t n, float mu, float k,
                                  float sh, uint16_t *o)
 {
     const __m256 vm = _mm256_set1_ps(mu), vk = _mm256_set1_ps(k), vs = _mm256_set1_ps(sh);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        const __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(p + i), vm), vk);
+        const __m256 v = _mm256_mul_ps(_mm256_sub_ps(tg__half_load8(dt, p + i), vm), vk);
         tg__half_store8(dt, o + i, _mm256_add_ps(v, vs));
     }
     affine_scalar(dt, p + i, n - i, mu, k, sh, o + i);
 }
 
-TG__AVX2 static void dx_avx2(tg_dtype dt, const float *p, const float *q, int64_t n,
+TG__AVX2 static void dx_avx2(tg_dtype dt, const uint16_t *p, const uint16_t *q, int64_t n,
                              const tg__bn_dx_factors *f, uint16_t *o)
 {
     const __m256 vkt = _mm256_set1_ps(f->kt), va = _mm256_set1_ps(f->a),
                  vm = _mm256_set1_ps(f->mu), vbc = _mm256_set1_ps(f->bc);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        const __m256 t = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(p + i), vm), vbc);
-        const __m256 u = _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(q + i), va), t);
+        const __m256 t = _mm256_mul_ps(_mm256_sub_ps(tg__half_load8(dt, p + i), vm), vbc);
+        const __m256 u = _mm256_sub_ps(_mm256_sub_ps(tg__half_load8(dt, q + i), va), t);
         tg__half_store8(dt, o + i, _mm256_mul_ps(vkt, u));
     }
     dx_scalar(dt, p + i, q + i, n - i, f, o + i);
@@ -134,8 +229,27 @@ bool tg__bn_sum4_f32(const float *x, const float *gr, const double *mean, bool c
 
 bool tg__bn_half_simd(void) { return use_simd(); }
 
-void tg__bn_half_affine(tg_dtype dt, const float *p, int64_t n, float mu, float k, float sh,
-                        uint16_t *o, bool simd)
+void tg__bn_half_sums(tg_dtype dt, const uint16_t *x, const uint16_t *gr, const double *mean,
+                      bool centred_sq, tg__bn_geom g, int64_t nc, double *out, bool simd)
+{
+    const int kind = gr ? 2 : centred_sq ? 1 : 0;
+    const double zero[4] = {0, 0, 0, 0};
+    const int64_t rs = g.c * g.s;
+    int64_t k = 0;
+#ifdef TG__HAVE_X86_SIMD
+    if (simd)
+        for (; k + 4 <= nc; k += 4)
+            hsum4_avx2(dt, x + k * g.s, gr ? gr + k * g.s : NULL, mean ? mean + k : zero, kind,
+                       g.n, rs, g.s, out + k);
+#endif
+    (void)simd, (void)zero;
+    for (; k < nc; k++)
+        out[k] = hsum_scalar(dt, x + k * g.s, gr ? gr + k * g.s : NULL, mean ? mean[k] : 0.0,
+                             kind, g.n, rs, g.s);
+}
+
+void tg__bn_half_affine(tg_dtype dt, const uint16_t *p, int64_t n, float mu, float k,
+                        float sh, uint16_t *o, bool simd)
 {
 #ifdef TG__HAVE_X86_SIMD
     if (simd) {
@@ -146,7 +260,7 @@ void tg__bn_half_affine(tg_dtype dt, const float *p, int64_t n, float mu, float 
     affine_scalar(dt, p, n, mu, k, sh, o);
 }
 
-void tg__bn_half_dx(tg_dtype dt, const float *p, const float *q, int64_t n,
+void tg__bn_half_dx(tg_dtype dt, const uint16_t *p, const uint16_t *q, int64_t n,
                     const tg__bn_dx_factors *f, uint16_t *o, bool simd)
 {
 #ifdef TG__HAVE_X86_SIMD
