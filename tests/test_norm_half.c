@@ -69,7 +69,7 @@ static void run(tg_tensor *x, tg_tensor *gy, bool training, bool affine, bool ha
 }
 
 /* Odd (N, C, S) with rows of 16 values and more (the half blocks' rule),
- * every row tail mod 4 and mod 8, channel counts with and without a
+ * every row tail mod 4, 8 and 16, channel counts with and without a
  * remainder of four, and shapes large enough to share among threads (the
  * DCGAN's 7x7 layer at N = 64 among them, several blocks a thread). */
 Test(norm_half, blocks_read_in_place_same_bits_as_f32_copy)
@@ -77,7 +77,8 @@ Test(norm_half, blocks_read_in_place_same_bits_as_f32_copy)
     if (!tg__cpu_has_half_simd())
         printf("norm_half: this CPU lacks AVX2/F16C (or TG_MAX_ISA bars it): portable loops\n");
     const int64_t shapes[][3] = {{3, 5, 17}, {2, 9, 18}, {3, 7, 19}, {2, 4, 16}, {5, 13, 23},
-                                 {1, 3, 37}, {64, 24, 49}, {8, 19, 257}, {2, 1, 1025}};
+                                 {1, 3, 37}, {3, 6, 31}, {2, 5, 24}, {64, 24, 49}, {8, 19, 257},
+                                 {2, 1, 1025}};
     const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
     const tg_dtype dts[2] = {TG_BF16, TG_F16};
     const int threads0 = tg_get_num_threads();
@@ -166,7 +167,7 @@ Test(norm_half, half_sums_are_bn_sums_order_bit_for_bit)
                             const double *mu = kind == 3 ? NULL : mean;
                             double out[C];
                             tg__bn_half_sums(dts[d], x[d], gr, mu, kind == 1, geo, nc, out,
-                                             simd && tg__bn_half_simd());
+                                             simd ? tg__bn_half_simd() : 0);
                             for (int64_t k = 0; k < nc; k++) {
                                 const double want =
                                     ref_sum(dts[d], x[d] + k * s, gr ? gr + k * s : NULL,

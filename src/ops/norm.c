@@ -115,7 +115,7 @@ static void half_forward_blk(void *job, int64_t c0, int64_t nc)
     const bn_geom g = j->g;
     const tg_dtype dt = j->x->dtype;
     const uint16_t *x = (const uint16_t *)tg_tensor_cdata(j->x) + c0 * g.s;
-    const bool simd = tg__bn_half_simd();
+    const int simd = tg__bn_half_simd();
     if (j->training) {   /* bn_stats_chan's */
         const double m = (double)(g.n * g.s);
         double sum[BN_BLK];
@@ -167,7 +167,7 @@ static void half_backward_blk(void *job, int64_t c0, int64_t nc)
     const tg_dtype dt = j->x->dtype;
     const uint16_t *x = (const uint16_t *)tg_tensor_cdata(j->x) + c0 * g.s;
     const uint16_t *gy = (const uint16_t *)tg_tensor_cdata(j->gy) + c0 * g.s;
-    const bool simd = tg__bn_half_simd();
+    const int simd = tg__bn_half_simd();
     /* the block's sums (bn_grad_sums's), then dx (x's dtype) computed and
      * rounded row by row, sample by sample, each value of a row from gy's
      * at its place (which dx may be): bn_grads_chan_sums's arithmetic */

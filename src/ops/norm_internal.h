@@ -80,23 +80,23 @@ typedef struct tg__bn_dx_factors {
 /* The kernels of batch_norm's half blocks (src/ops/norm_simd.c), on
  * halves of dtype dt (TG_F16 or TG_BF16) read and written in place, each
  * widened exactly into f32, with the bits of the f32 kernels of
- * norm_kernels_tmpl.h on an f32 copy rounded by the bulk conversion; by the
- * AVX2 loops when simd (the answer of tg__bn_half_simd, asked once per
- * block, not per row), else the portable ones.
- * tg__bn_half_sums: bn_sum of the nc channels of x (geometry g, channel k
+ * norm_kernels_tmpl.h on an f32 copy rounded by the bulk conversion; simd
+ * (the answer of tg__bn_half_simd, asked once per block, not per row)
+ * picks the loops: 0 portable, 1 AVX2, 2 AVX-512 (the sums stay AVX2).
+ * tg__bn_half_sums: bn_sum of the nc <= TG__BN_BLK channels of x (geometry g, channel k
  * at x + k*s, rows g.c*g.s apart) into out[k]: the sum of gr's value times
  * (x - mean[k]) when gr is not NULL (gr laid out as x), else of
  * (x - mean[k])^2 when centred_sq, else of x - mean[k] (mean NULL: 0).
  * tg__bn_half_affine: n values of a row, o = (p - mu) * k + sh (the
  * forward); tg__bn_half_dx: o = kt * (q - a - (p - mu) * bc) (dx from x's
  * row p and g's row q; o may be q). */
-bool tg__bn_half_simd(void);
+int tg__bn_half_simd(void);
 void tg__bn_half_sums(tg_dtype dt, const uint16_t *x, const uint16_t *gr, const double *mean,
-                      bool centred_sq, tg__bn_geom g, int64_t nc, double *out, bool simd);
+                      bool centred_sq, tg__bn_geom g, int64_t nc, double *out, int simd);
 void tg__bn_half_affine(tg_dtype dt, const uint16_t *p, int64_t n, float mu, float k,
-                        float sh, uint16_t *o, bool simd);
+                        float sh, uint16_t *o, int simd);
 void tg__bn_half_dx(tg_dtype dt, const uint16_t *p, const uint16_t *q, int64_t n,
-                    const tg__bn_dx_factors *f, uint16_t *o, bool simd);
+                    const tg__bn_dx_factors *f, uint16_t *o, int simd);
 
 /* bn_sum (norm_kernels_tmpl.h) of four f32 channels at once, with their
  * bits: out[k] = the sum over rows r < n of channel k's row at

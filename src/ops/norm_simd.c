@@ -123,68 +123,129 @@ TG__AVX2 static void sum4_avx2(const float *x, const float *gr, const double *me
     }
 }
 
-/* Four halves at p as doubles (exact). */
-TG__AVX2 static inline __m256d half4_pd(tg_dtype dt, const uint16_t *p)
+/* Four halves (the low 64 bits of h) as doubles (exact). */
+TG__AVX2 static inline __m256d half4_pd(tg_dtype dt, __m128i h)
 {
-    const __m128i h = _mm_loadl_epi64((const __m128i *)(const void *)p);
     const __m128 f = dt == TG_F16 ? _mm_cvtph_ps(h)
                                   : _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16));
     return _mm256_cvtps_pd(f);
 }
 
-/* The last r < 4 halves of a row at p as doubles (the other lanes 0). */
-TG__AVX2 static inline __m256d half4_tail_pd(tg_dtype dt, const uint16_t *p, int64_t r)
+TG__AVX2 static inline __m256d half4_load_pd(tg_dtype dt, const uint16_t *p)
 {
-    uint16_t t[4] = {0, 0, 0, 0};
-    memcpy(t, p, (size_t)r * sizeof *t);
-    return half4_pd(dt, t);
+    return half4_pd(dt, _mm_loadl_epi64((const __m128i *)(const void *)p));
 }
 
-/* sum4_avx2 on four half channels of dtype dt read in place: the same
- * terms in the same lanes in the same order, so the same bits. */
+/* A row's last r (1..3) halves at p as doubles in lanes 0..r-1, the other
+ * lanes 0: loaded from r - 4 values back (inside a row of at least four
+ * values, when back) and shifted down, else copied. */
+TG__AVX2 static inline __m256d half4_tail_pd(tg_dtype dt, const uint16_t *p, int64_t r, bool back)
+{
+    uint64_t u = 0;
+    if (back) {
+        memcpy(&u, p + r - 4, sizeof u);
+        u >>= 16 * (4 - r);
+    } else {
+        memcpy(&u, p, (size_t)r * sizeof *p);
+    }
+    return half4_pd(dt, _mm_cvtsi64_si128((long long)u));
+}
+
+/* One row of K (1..4) half channels of dtype dt read in place, s values
+ * each at x + k*s (gr laid out as x), for the term of kind: adds into the
+ * four lanes of each channel's accumulator acc[k] (four doubles, kept in
+ * memory between rows) sum4_avx2's terms in the same lanes in the same
+ * order, so that the sums end with bn_sum's bits; the K channels side by
+ * side (K independent chains of adds), eight values a load. */
 TG__AVX2 __attribute__((always_inline)) static inline void
-hsum4_body(tg_dtype dt, const uint16_t *x, const uint16_t *gr, const double *mean, int kind,
-           int64_t n, int64_t rstride, int64_t s, double *out)
+hsum_row(tg_dtype dt, int kind, int K, const uint16_t *x, const uint16_t *gr, const double *mean,
+         int64_t s, double (*acc)[4])
 {
     const int64_t s4 = s & ~(int64_t)3, r = s - s4;
-    const __m256d m64 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(
-        _mm_cmplt_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32((int)r))));
-    const __m256d negz = _mm256_set1_pd(-0.0);
-    __m256d acc[4], mu[4];
-    for (int k = 0; k < 4; k++) {
-        acc[k] = _mm256_setzero_pd();
+    __m256d a[4], mu[4];
+    for (int k = 0; k < K; k++) {
+        a[k] = _mm256_loadu_pd(acc[k]);
         mu[k] = _mm256_set1_pd(mean[k]);
     }
-    for (int64_t row = 0; row < n; row++) {
-        const int64_t base = row * rstride;
-        for (int64_t i = 0; i < s4; i += 4)
-            for (int k = 0; k < 4; k++) {
-                const int64_t e = base + k * s + i;
-                const __m256d v = _mm256_sub_pd(half4_pd(dt, x + e), mu[k]);
-                const __m256d q = kind == 2 ? half4_pd(dt, gr + e) : v;
-                acc[k] = _mm256_add_pd(acc[k], sum_term(v, q, kind));
+    int64_t i = 0;
+    for (; i + 8 <= s4; i += 8)
+        for (int k = 0; k < K; k++) {
+            const __m256 xv = tg__half_load8(dt, x + k * s + i);
+            const __m256d v0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(xv)), mu[k]);
+            const __m256d v1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1)), mu[k]);
+            __m256d q0 = v0, q1 = v1;
+            if (kind == 2) {
+                const __m256 gv = tg__half_load8(dt, gr + k * s + i);
+                q0 = _mm256_cvtps_pd(_mm256_castps256_ps128(gv));
+                q1 = _mm256_cvtps_pd(_mm256_extractf128_ps(gv, 1));
             }
-        if (r)
-            for (int k = 0; k < 4; k++) {
-                const int64_t e = base + k * s + s4;
-                const __m256d v = _mm256_sub_pd(half4_tail_pd(dt, x + e, r), mu[k]);
-                const __m256d q = kind == 2 ? half4_tail_pd(dt, gr + e, r) : v;
-                acc[k] = _mm256_add_pd(acc[k], _mm256_blendv_pd(negz, sum_term(v, q, kind), m64));
-            }
+            a[k] = _mm256_add_pd(a[k], sum_term(v0, q0, kind));
+            a[k] = _mm256_add_pd(a[k], sum_term(v1, q1, kind));
+        }
+    if (i < s4)
+        for (int k = 0; k < K; k++) {
+            const __m256d v = _mm256_sub_pd(half4_load_pd(dt, x + k * s + i), mu[k]);
+            const __m256d qv = kind == 2 ? half4_load_pd(dt, gr + k * s + i) : v;
+            a[k] = _mm256_add_pd(a[k], sum_term(v, qv, kind));
+        }
+    if (r) {
+        const __m256d m64 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(
+            _mm_cmplt_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32((int)r))));
+        const __m256d negz = _mm256_set1_pd(-0.0);
+        for (int k = 0; k < K; k++) {
+            const int64_t e = k * s + s4;
+            const __m256d v = _mm256_sub_pd(half4_tail_pd(dt, x + e, r, s >= 4), mu[k]);
+            const __m256d qv = kind == 2 ? half4_tail_pd(dt, gr + e, r, s >= 4) : v;
+            a[k] = _mm256_add_pd(a[k], _mm256_blendv_pd(negz, sum_term(v, qv, kind), m64));
+        }
     }
-    for (int k = 0; k < 4; k++) {
-        double a[4];
-        _mm256_storeu_pd(a, acc[k]);
-        out[k] = (a[0] + a[1]) + (a[2] + a[3]);
-    }
+    for (int k = 0; k < K; k++) _mm256_storeu_pd(acc[k], a[k]);
 }
 
-TG__AVX2 static void hsum4_avx2(tg_dtype dt, const uint16_t *x, const uint16_t *gr,
-                                const double *mean, int kind, int64_t n, int64_t rstride,
-                                int64_t s, double *out)
+/* The sums of nc <= TG__BN_BLK half channels (tg__bn_half_sums), row by
+ * row through the block (one run of memory a row), four channels at a time
+ * (four independent chains of adds) and the rest at once. */
+TG__AVX2 __attribute__((always_inline)) static inline void
+hsum_chans(tg_dtype dt, int kind, const uint16_t *x, const uint16_t *gr, const double *mean,
+           tg__bn_geom g, int64_t nc, double *out)
 {
-    if (dt == TG_F16) hsum4_body(TG_F16, x, gr, mean, kind, n, rstride, s, out);
-    else hsum4_body(TG_BF16, x, gr, mean, kind, n, rstride, s, out);
+    double acc[TG__BN_BLK][4];
+    memset(acc, 0, (size_t)nc * sizeof acc[0]);
+    const int64_t rs = g.c * g.s;
+    const int rem = (int)(nc & 3);
+    const int64_t run = nc * g.s;   /* a row's values in the block */
+    for (int64_t n = 0; n < g.n; n++) {
+        const uint16_t *xr = x + n * rs, *gq = kind == 2 ? gr + n * rs : NULL;
+        if (n + 1 < g.n)   /* the next row's run, read ahead of the chains of adds */
+            for (int64_t e = 0; e < run; e += 32) {
+                _mm_prefetch((const char *)(xr + rs + e), _MM_HINT_T0);
+                if (gq) _mm_prefetch((const char *)(gq + rs + e), _MM_HINT_T0);
+            }
+        int64_t k = 0;
+        for (; k + 4 <= nc; k += 4)
+            hsum_row(dt, kind, 4, xr + k * g.s, gq ? gq + k * g.s : NULL, mean + k, g.s, acc + k);
+        const uint16_t *gk = gq ? gq + k * g.s : NULL;
+        if (rem == 3) hsum_row(dt, kind, 3, xr + k * g.s, gk, mean + k, g.s, acc + k);
+        else if (rem == 2) hsum_row(dt, kind, 2, xr + k * g.s, gk, mean + k, g.s, acc + k);
+        else if (rem == 1) hsum_row(dt, kind, 1, xr + k * g.s, gk, mean + k, g.s, acc + k);
+    }
+    for (int64_t k = 0; k < nc; k++) out[k] = (acc[k][0] + acc[k][1]) + (acc[k][2] + acc[k][3]);
+}
+
+TG__AVX2 static void hsum_bf16(int kind, const uint16_t *x, const uint16_t *gr,
+                               const double *mean, tg__bn_geom g, int64_t nc, double *out)
+{
+    if (kind == 2) hsum_chans(TG_BF16, 2, x, gr, mean, g, nc, out);
+    else if (kind == 1) hsum_chans(TG_BF16, 1, x, gr, mean, g, nc, out);
+    else hsum_chans(TG_BF16, 0, x, gr, mean, g, nc, out);
+}
+
+TG__AVX2 static void hsum_f16(int kind, const uint16_t *x, const uint16_t *gr,
+                              const double *mean, tg__bn_geom g, int64_t nc, double *out)
+{
+    if (kind == 2) hsum_chans(TG_F16, 2, x, gr, mean, g, nc, out);
+    else if (kind == 1) hsum_chans(TG_F16, 1, x, gr, mean, g, nc, out);
+    else hsum_chans(TG_F16, 0, x, gr, mean, g, nc, out);
 }
 
 TG__AVX2 static void affine_avx2(tg_dtype dt, const uint16_t *p, int64_t n, float mu, float k,
@@ -212,6 +273,35 @@ TG__AVX2 static void dx_avx2(tg_dtype dt, const uint16_t *p, const uint16_t *q, 
     }
     dx_scalar(dt, p + i, q + i, n - i, f, o + i);
 }
+
+/* affine_avx2 and dx_avx2 sixteen values at a time (the same operations,
+ * the same rounding: tg__half_store16 has tg__half_store8's bits); the last
+ * n mod 16 by them. */
+TG__AVX512 static void affine_avx512(tg_dtype dt, const uint16_t *p, int64_t n, float mu, float k,
+                                     float sh, uint16_t *o)
+{
+    const __m512 vm = _mm512_set1_ps(mu), vk = _mm512_set1_ps(k), vs = _mm512_set1_ps(sh);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_mul_ps(_mm512_sub_ps(tg__half_load16(dt, p + i), vm), vk);
+        tg__half_store16(dt, o + i, _mm512_add_ps(v, vs));
+    }
+    affine_avx2(dt, p + i, n - i, mu, k, sh, o + i);
+}
+
+TG__AVX512 static void dx_avx512(tg_dtype dt, const uint16_t *p, const uint16_t *q, int64_t n,
+                                 const tg__bn_dx_factors *f, uint16_t *o)
+{
+    const __m512 vkt = _mm512_set1_ps(f->kt), va = _mm512_set1_ps(f->a),
+                 vm = _mm512_set1_ps(f->mu), vbc = _mm512_set1_ps(f->bc);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 t = _mm512_mul_ps(_mm512_sub_ps(tg__half_load16(dt, p + i), vm), vbc);
+        const __m512 u = _mm512_sub_ps(_mm512_sub_ps(tg__half_load16(dt, q + i), va), t);
+        tg__half_store16(dt, o + i, _mm512_mul_ps(vkt, u));
+    }
+    dx_avx2(dt, p + i, q + i, n - i, f, o + i);
+}
 #endif
 
 bool tg__bn_sum4_f32(const float *x, const float *gr, const double *mean, bool centred_sq,
@@ -227,31 +317,41 @@ bool tg__bn_sum4_f32(const float *x, const float *gr, const double *mean, bool c
     return false;
 }
 
-bool tg__bn_half_simd(void) { return use_simd(); }
+int tg__bn_half_simd(void)
+{
+    if (!use_simd()) return 0;
+    return tg__cpu_has_avx512bw() ? 2 : 1;
+}
 
 void tg__bn_half_sums(tg_dtype dt, const uint16_t *x, const uint16_t *gr, const double *mean,
-                      bool centred_sq, tg__bn_geom g, int64_t nc, double *out, bool simd)
+                      bool centred_sq, tg__bn_geom g, int64_t nc, double *out, int simd)
 {
     const int kind = gr ? 2 : centred_sq ? 1 : 0;
-    const double zero[4] = {0, 0, 0, 0};
     const int64_t rs = g.c * g.s;
     int64_t k = 0;
 #ifdef TG__HAVE_X86_SIMD
-    if (simd)
-        for (; k + 4 <= nc; k += 4)
-            hsum4_avx2(dt, x + k * g.s, gr ? gr + k * g.s : NULL, mean ? mean + k : zero, kind,
-                       g.n, rs, g.s, out + k);
+    if (simd) {
+        double mz[TG__BN_BLK];   /* mean, or zeros */
+        for (int64_t c = 0; c < nc; c++) mz[c] = mean ? mean[c] : 0.0;
+        if (dt == TG_F16) hsum_f16(kind, x, gr, mz, g, nc, out);
+        else hsum_bf16(kind, x, gr, mz, g, nc, out);
+        k = nc;
+    }
 #endif
-    (void)simd, (void)zero;
+    (void)simd;
     for (; k < nc; k++)
         out[k] = hsum_scalar(dt, x + k * g.s, gr ? gr + k * g.s : NULL, mean ? mean[k] : 0.0,
                              kind, g.n, rs, g.s);
 }
 
 void tg__bn_half_affine(tg_dtype dt, const uint16_t *p, int64_t n, float mu, float k,
-                        float sh, uint16_t *o, bool simd)
+                        float sh, uint16_t *o, int simd)
 {
 #ifdef TG__HAVE_X86_SIMD
+    if (simd == 2) {
+        affine_avx512(dt, p, n, mu, k, sh, o);
+        return;
+    }
     if (simd) {
         affine_avx2(dt, p, n, mu, k, sh, o);
         return;
@@ -261,9 +361,13 @@ void tg__bn_half_affine(tg_dtype dt, const uint16_t *p, int64_t n, float mu, flo
 }
 
 void tg__bn_half_dx(tg_dtype dt, const uint16_t *p, const uint16_t *q, int64_t n,
-                    const tg__bn_dx_factors *f, uint16_t *o, bool simd)
+                    const tg__bn_dx_factors *f, uint16_t *o, int simd)
 {
 #ifdef TG__HAVE_X86_SIMD
+    if (simd == 2) {
+        dx_avx512(dt, p, q, n, f, o);
+        return;
+    }
     if (simd) {
         dx_avx2(dt, p, q, n, f, o);
         return;
