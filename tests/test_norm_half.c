@@ -2,9 +2,10 @@
  * norm_simd.c), whose kernels read f16/bf16 channels in place, against the
  * f32 kernels on an f32 copy of the whole tensor rounded once
  * (tg__bn_set_half_blocks(false)): the same bits for y, the running
- * buffers, dx, dweight and dbias, on 1 and 2 threads, with the AVX2 loops
- * and the portable ones (tg__bn_set_simd), whatever TG_MAX_ISA allows (the
- * suite runs again under TG_MAX_ISA=avx2 and =portable: docs/testing.md).
+ * buffers, dx, dweight and dbias, on 1 and 2 threads, with the AVX-512
+ * loops, the AVX2 ones (tg__isa_set_bound) and the portable ones
+ * (tg__bn_set_simd), as far as the CPU and TG_MAX_ISA allow (the suite
+ * runs again under TG_MAX_ISA=avx2 and =portable: docs/testing.md).
  * And tg__bn_half_sums directly against bn_sum's order. */
 #include <stdio.h>
 #include <string.h>
@@ -84,10 +85,10 @@ Test(norm_half, blocks_read_in_place_same_bits_as_f32_copy)
     const int threads0 = tg_get_num_threads();
     for (int k = 0; k < nshapes; k++)
         for (int d = 0; d < 2; d++)
-            for (int mode = 0; mode < 32; mode++) {
+            for (int mode = 0; mode < 48; mode++) {
                 const bool training = mode & 1, affine = mode & 2, half_out = mode & 4;
-                const bool simd = mode & 8;
-                const int threads = mode & 16 ? 2 : 1;
+                const int threads = mode & 8 ? 2 : 1;
+                const int lvl = mode / 16;   /* 0 portable, 1 AVX2 at most, 2 any */
                 const int64_t xs[3] = {shapes[k][0], shapes[k][1], shapes[k][2]};
                 const tg_dtype dt = dts[d];
                 /* values about 1.5, so that the centred sums differ from the plain ones */
@@ -97,19 +98,21 @@ Test(norm_half, blocks_read_in_place_same_bits_as_f32_copy)
                 tg_tensor *gy = th_rand_uniform(dt, 3, xs, 511 + k);
                 tg_tensor *out[2][NOUT];
                 cr_assert(eq(int, tg_set_num_threads(threads), TG_OK));
-                tg__bn_set_simd(simd);
+                tg__bn_set_simd(lvl > 0);
+                const int bound = lvl == 1 ? tg__isa_set_bound(TG__ISA_AVX2) : -2;
                 run(x, gy, training, affine, half_out, false, out[0]);
                 run(x, gy, training, affine, half_out, true, out[1]);
+                if (bound != -2) tg__isa_set_bound(bound);
                 tg__bn_set_simd(true);
                 cr_assert(eq(int, tg_set_num_threads(threads0), TG_OK));
                 for (int i = 0; i < NOUT; i++) {
                     cr_assert(eq(int, out[0][i] == NULL, out[1][i] == NULL));
                     if (!out[0][i]) continue;
                     cr_assert(th_same_bits(out[0][i], out[1][i]),
-                              "(%lld, %lld, %lld) %s training %d affine %d half y %d simd %d "
+                              "(%lld, %lld, %lld) %s training %d affine %d half y %d level %d "
                               "threads %d: %s differs",
                               (long long)xs[0], (long long)xs[1], (long long)xs[2],
-                              tg_dtype_name(dt), training, affine, half_out, simd, threads,
+                              tg_dtype_name(dt), training, affine, half_out, lvl, threads,
                               names[i]);
                     tg_tensor_release(out[0][i]), tg_tensor_release(out[1][i]);
                 }
@@ -136,13 +139,15 @@ static double ref_sum(tg_dtype dt, const uint16_t *x, const uint16_t *gr, double
     return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
-/* tg__bn_half_sums directly, AVX2 and portable, on halves over twelve
- * binary orders of magnitude (where any other order of the adds shows in
- * the last bits): every row length 1..11, 1..4 rows, 1..6 channels (four
+/* tg__bn_half_sums directly, AVX-512, AVX2 and portable (as far as the CPU
+ * and TG_MAX_ISA allow), on halves over twelve binary orders of magnitude
+ * (where any other order of the adds shows in the last bits): every row
+ * length 1..40 (each loop of sixteen, eight, four values and the tail),
+ * 1..4 rows, 1..6 channels (four
  * at once and the rest one by one), centred on a mean per channel or 0. */
 Test(norm_half, half_sums_are_bn_sums_order_bit_for_bit)
 {
-    enum { C = 6, S = 11, N = 4 };
+    enum { C = 6, S = 40, N = 4 };
     uint16_t x[2][N * C * S], g[2][N * C * S];
     uint64_t st = 0x9E3779B97F4A7C15u;
     const tg_dtype dts[2] = {TG_BF16, TG_F16};
@@ -157,7 +162,7 @@ Test(norm_half, half_sums_are_bn_sums_order_bit_for_bit)
      * depend on the order of their adds */
     const double mean[C] = {1.0 / 3, -3.7, 17.0 / 7, 0.1, 2.0 / 3, -0.3};
     for (int d = 0; d < 2; d++)
-        for (int simd = 0; simd < 2; simd++)
+        for (int simd = 0; simd <= tg__bn_half_simd(); simd++)   /* portable, AVX2, AVX-512 */
             for (int kind = 0; kind < 4; kind++)   /* 3: kind 0 about 0 (mean NULL) */
                 for (int64_t n = 1; n <= N; n++)
                     for (int64_t s = 1; s <= S; s++)
@@ -167,7 +172,7 @@ Test(norm_half, half_sums_are_bn_sums_order_bit_for_bit)
                             const double *mu = kind == 3 ? NULL : mean;
                             double out[C];
                             tg__bn_half_sums(dts[d], x[d], gr, mu, kind == 1, geo, nc, out,
-                                             simd ? tg__bn_half_simd() : 0);
+                                             simd);
                             for (int64_t k = 0; k < nc; k++) {
                                 const double want =
                                     ref_sum(dts[d], x[d] + k * s, gr ? gr + k * s : NULL,

@@ -156,10 +156,11 @@ TG__AVX2 static inline __m256d half4_tail_pd(tg_dtype dt, const uint16_t *p, int
  * four lanes of each channel's accumulator acc[k] (four doubles, kept in
  * memory between rows) sum4_avx2's terms in the same lanes in the same
  * order, so that the sums end with bn_sum's bits; the K channels side by
- * side (K independent chains of adds), eight values a load. */
+ * side (K independent chains of adds), eight values a load, from value i0
+ * of the row (a multiple of 8) on. */
 TG__AVX2 __attribute__((always_inline)) static inline void
 hsum_row(tg_dtype dt, int kind, int K, const uint16_t *x, const uint16_t *gr, const double *mean,
-         int64_t s, double (*acc)[4])
+         int64_t s, int64_t i0, double (*acc)[4])
 {
     const int64_t s4 = s & ~(int64_t)3, r = s - s4;
     __m256d a[4], mu[4];
@@ -167,7 +168,7 @@ hsum_row(tg_dtype dt, int kind, int K, const uint16_t *x, const uint16_t *gr, co
         a[k] = _mm256_loadu_pd(acc[k]);
         mu[k] = _mm256_set1_pd(mean[k]);
     }
-    int64_t i = 0;
+    int64_t i = i0;
     for (; i + 8 <= s4; i += 8)
         for (int k = 0; k < K; k++) {
             const __m256 xv = tg__half_load8(dt, x + k * s + i);
@@ -202,51 +203,112 @@ hsum_row(tg_dtype dt, int kind, int K, const uint16_t *x, const uint16_t *gr, co
     for (int k = 0; k < K; k++) _mm256_storeu_pd(acc[k], a[k]);
 }
 
+/* hsum_row from value 0 with the AVX-512 loop first: sixteen values a
+ * load, widened to two vectors of eight doubles whose halves are added in
+ * turn (terms i..i+3, then i+4..i+7, ...: the order of the lanes above). */
+TG__AVX512 __attribute__((always_inline)) static inline void
+hsum_row16(tg_dtype dt, int kind, int K, const uint16_t *x, const uint16_t *gr, const double *mean,
+           int64_t s, double (*acc)[4])
+{
+    __m256d a[4];
+    __m512d mu[4];
+    for (int k = 0; k < K; k++) {
+        a[k] = _mm256_loadu_pd(acc[k]);
+        mu[k] = _mm512_set1_pd(mean[k]);
+    }
+    int64_t i = 0;
+    for (; i + 16 <= s; i += 16)
+        for (int k = 0; k < K; k++) {
+            const __m512 xv = tg__half_load16(dt, x + k * s + i);
+            const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(xv));
+            const __m512d hi = _mm512_cvtps_pd(
+                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xv), 1)));
+            __m512d t0 = _mm512_sub_pd(lo, mu[k]), t1 = _mm512_sub_pd(hi, mu[k]);
+            if (kind == 2) {
+                const __m512 gv = tg__half_load16(dt, gr + k * s + i);
+                t0 = _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(gv)), t0);
+                t1 = _mm512_mul_pd(_mm512_cvtps_pd(_mm256_castpd_ps(
+                                       _mm512_extractf64x4_pd(_mm512_castps_pd(gv), 1))),
+                                   t1);
+            } else if (kind == 1) {
+                t0 = _mm512_mul_pd(t0, t0);
+                t1 = _mm512_mul_pd(t1, t1);
+            }
+            a[k] = _mm256_add_pd(a[k], _mm512_castpd512_pd256(t0));
+            a[k] = _mm256_add_pd(a[k], _mm512_extractf64x4_pd(t0, 1));
+            a[k] = _mm256_add_pd(a[k], _mm512_castpd512_pd256(t1));
+            a[k] = _mm256_add_pd(a[k], _mm512_extractf64x4_pd(t1, 1));
+        }
+    for (int k = 0; k < K; k++) _mm256_storeu_pd(acc[k], a[k]);
+    hsum_row(dt, kind, K, x, gr, mean, s, i, acc);
+}
+
 /* The sums of nc <= TG__BN_BLK half channels (tg__bn_half_sums), row by
- * row through the block (one run of memory a row), four channels at a time
- * (four independent chains of adds) and the rest at once. */
+ * row through the block (one run of memory a row, the next one prefetched),
+ * four channels at a time (four independent chains of adds) and the rest
+ * at once, by ROW(dt, kind, K, x, gr, mean, s, acc). */
+#define HSUM_CHANS(ROW)                                                                     \
+    double acc[TG__BN_BLK][4];                                                              \
+    memset(acc, 0, (size_t)nc * sizeof acc[0]);                                             \
+    const int64_t rs = g.c * g.s, run = nc * g.s;                                           \
+    const int rem = (int)(nc & 3);                                                          \
+    for (int64_t n = 0; n < g.n; n++) {                                                     \
+        const uint16_t *xr = x + n * rs, *gq = kind == 2 ? gr + n * rs : NULL;              \
+        if (n + 1 < g.n)                                                                    \
+            for (int64_t e = 0; e < run; e += 32) {                                         \
+                _mm_prefetch((const char *)(xr + rs + e), _MM_HINT_T0);                     \
+                if (gq) _mm_prefetch((const char *)(gq + rs + e), _MM_HINT_T0);             \
+            }                                                                               \
+        int64_t k = 0;                                                                      \
+        for (; k + 4 <= nc; k += 4)                                                         \
+            ROW(dt, kind, 4, xr + k * g.s, gq ? gq + k * g.s : NULL, mean + k, g.s, acc + k); \
+        const uint16_t *gk = gq ? gq + k * g.s : NULL;                                      \
+        if (rem == 3) ROW(dt, kind, 3, xr + k * g.s, gk, mean + k, g.s, acc + k);           \
+        else if (rem == 2) ROW(dt, kind, 2, xr + k * g.s, gk, mean + k, g.s, acc + k);      \
+        else if (rem == 1) ROW(dt, kind, 1, xr + k * g.s, gk, mean + k, g.s, acc + k);      \
+    }                                                                                       \
+    for (int64_t k = 0; k < nc; k++) out[k] = (acc[k][0] + acc[k][1]) + (acc[k][2] + acc[k][3])
+
+#define HSUM_ROW8(dt, kind, K, x, gr, mean, s, acc) hsum_row(dt, kind, K, x, gr, mean, s, 0, acc)
+
 TG__AVX2 __attribute__((always_inline)) static inline void
 hsum_chans(tg_dtype dt, int kind, const uint16_t *x, const uint16_t *gr, const double *mean,
            tg__bn_geom g, int64_t nc, double *out)
 {
-    double acc[TG__BN_BLK][4];
-    memset(acc, 0, (size_t)nc * sizeof acc[0]);
-    const int64_t rs = g.c * g.s;
-    const int rem = (int)(nc & 3);
-    const int64_t run = nc * g.s;   /* a row's values in the block */
-    for (int64_t n = 0; n < g.n; n++) {
-        const uint16_t *xr = x + n * rs, *gq = kind == 2 ? gr + n * rs : NULL;
-        if (n + 1 < g.n)   /* the next row's run, read ahead of the chains of adds */
-            for (int64_t e = 0; e < run; e += 32) {
-                _mm_prefetch((const char *)(xr + rs + e), _MM_HINT_T0);
-                if (gq) _mm_prefetch((const char *)(gq + rs + e), _MM_HINT_T0);
-            }
-        int64_t k = 0;
-        for (; k + 4 <= nc; k += 4)
-            hsum_row(dt, kind, 4, xr + k * g.s, gq ? gq + k * g.s : NULL, mean + k, g.s, acc + k);
-        const uint16_t *gk = gq ? gq + k * g.s : NULL;
-        if (rem == 3) hsum_row(dt, kind, 3, xr + k * g.s, gk, mean + k, g.s, acc + k);
-        else if (rem == 2) hsum_row(dt, kind, 2, xr + k * g.s, gk, mean + k, g.s, acc + k);
-        else if (rem == 1) hsum_row(dt, kind, 1, xr + k * g.s, gk, mean + k, g.s, acc + k);
-    }
-    for (int64_t k = 0; k < nc; k++) out[k] = (acc[k][0] + acc[k][1]) + (acc[k][2] + acc[k][3]);
+    HSUM_CHANS(HSUM_ROW8);
 }
 
-TG__AVX2 static void hsum_bf16(int kind, const uint16_t *x, const uint16_t *gr,
+TG__AVX512 __attribute__((always_inline)) static inline void
+hsum_chans16(tg_dtype dt, int kind, const uint16_t *x, const uint16_t *gr, const double *mean,
+             tg__bn_geom g, int64_t nc, double *out)
+{
+    HSUM_CHANS(hsum_row16);
+}
+#undef HSUM_ROW8
+#undef HSUM_CHANS
+
+/* hsum_chans (AVX2) and hsum_chans16 (AVX-512) for each dtype and kind */
+#define HSUM_KINDS(CHANS, DT)                                                   \
+    do {                                                                        \
+        if (kind == 2) CHANS(DT, 2, x, gr, mean, g, nc, out);                   \
+        else if (kind == 1) CHANS(DT, 1, x, gr, mean, g, nc, out);              \
+        else CHANS(DT, 0, x, gr, mean, g, nc, out);                             \
+    } while (0)
+
+TG__AVX2 static void hsum_avx2(tg_dtype dt, int kind, const uint16_t *x, const uint16_t *gr,
                                const double *mean, tg__bn_geom g, int64_t nc, double *out)
 {
-    if (kind == 2) hsum_chans(TG_BF16, 2, x, gr, mean, g, nc, out);
-    else if (kind == 1) hsum_chans(TG_BF16, 1, x, gr, mean, g, nc, out);
-    else hsum_chans(TG_BF16, 0, x, gr, mean, g, nc, out);
+    if (dt == TG_F16) HSUM_KINDS(hsum_chans, TG_F16);
+    else HSUM_KINDS(hsum_chans, TG_BF16);
 }
 
-TG__AVX2 static void hsum_f16(int kind, const uint16_t *x, const uint16_t *gr,
-                              const double *mean, tg__bn_geom g, int64_t nc, double *out)
+TG__AVX512 static void hsum_avx512(tg_dtype dt, int kind, const uint16_t *x, const uint16_t *gr,
+                                   const double *mean, tg__bn_geom g, int64_t nc, double *out)
 {
-    if (kind == 2) hsum_chans(TG_F16, 2, x, gr, mean, g, nc, out);
-    else if (kind == 1) hsum_chans(TG_F16, 1, x, gr, mean, g, nc, out);
-    else hsum_chans(TG_F16, 0, x, gr, mean, g, nc, out);
+    if (dt == TG_F16) HSUM_KINDS(hsum_chans16, TG_F16);
+    else HSUM_KINDS(hsum_chans16, TG_BF16);
 }
+#undef HSUM_KINDS
 
 TG__AVX2 static void affine_avx2(tg_dtype dt, const uint16_t *p, int64_t n, float mu, float k,
                                  float sh, uint16_t *o)
@@ -333,8 +395,8 @@ void tg__bn_half_sums(tg_dtype dt, const uint16_t *x, const uint16_t *gr, const 
     if (simd) {
         double mz[TG__BN_BLK];   /* mean, or zeros */
         for (int64_t c = 0; c < nc; c++) mz[c] = mean ? mean[c] : 0.0;
-        if (dt == TG_F16) hsum_f16(kind, x, gr, mz, g, nc, out);
-        else hsum_bf16(kind, x, gr, mz, g, nc, out);
+        if (simd == 2) hsum_avx512(dt, kind, x, gr, mz, g, nc, out);
+        else hsum_avx2(dt, kind, x, gr, mz, g, nc, out);
         k = nc;
     }
 #endif
