@@ -52,7 +52,7 @@ static void act_scalar(tg__half_act op, tg_dtype dt, const uint16_t *a, const ui
  * the slopes met in practice (0.2, 0.01, 0.1, ... in bf16) it is so, for
  * others not (f16 at slope 0.3: 39 values of the 65536 differ).  So it is
  * taken only for a (dtype, slope) whose every half was checked, once per
- * thread and slope (the last one kept): 65536 products each way. */
+ * thread and slope (the last eight kept): 65536 products each way. */
 static bool leaky_f32_check(tg_dtype dt, double s)
 {
     const float sf = (float)s;
@@ -66,21 +66,30 @@ static bool leaky_f32_check(tg_dtype dt, double s)
     return true;
 }
 
+/* The last LEAKY_KEPT (dtype, slope) checked on this thread and their
+ * answers, so that a model's few slopes are checked once each. */
+enum { LEAKY_KEPT = 8 };
 static _Thread_local struct {
-    bool known, ok;
-    tg_dtype dt;
-    uint64_t s;   /* the slope's bits */
-} leaky_last;
+    int n, next;
+    struct {
+        bool ok;
+        tg_dtype dt;
+        uint64_t s;   /* the slope's bits */
+    } e[LEAKY_KEPT];
+} leaky_kept;
 
 bool tg__half_leaky_f32_ok(tg_dtype dt, double s)
 {
     uint64_t bits;
     memcpy(&bits, &s, sizeof bits);
-    if (!leaky_last.known || leaky_last.dt != dt || leaky_last.s != bits) {
-        leaky_last.ok = leaky_f32_check(dt, s);
-        leaky_last.dt = dt, leaky_last.s = bits, leaky_last.known = true;
-    }
-    return leaky_last.ok;
+    for (int i = 0; i < leaky_kept.n; i++)
+        if (leaky_kept.e[i].dt == dt && leaky_kept.e[i].s == bits) return leaky_kept.e[i].ok;
+    const int i = leaky_kept.next;
+    leaky_kept.next = (i + 1) % LEAKY_KEPT;
+    if (leaky_kept.n < LEAKY_KEPT) leaky_kept.n++;
+    leaky_kept.e[i].ok = leaky_f32_check(dt, s);
+    leaky_kept.e[i].dt = dt, leaky_kept.e[i].s = bits;
+    return leaky_kept.e[i].ok;
 }
 
 #ifdef TG__HAVE_X86_SIMD
