@@ -484,3 +484,38 @@ Test(activation, f32_sigmoid_and_silu_are_correctly_rounded)
     if (!tg__cpu_has_half_simd())
         th_not_run("this CPU has no AVX2: sigmoid's AVX2 loop was not run");
 }
+
+/* leaky_relu's fused half kernels take the product in f32 where that gives
+ * every half the f32 kernel's bits, else in double (tg__half_leaky_f32_ok):
+ * over every half value, slopes where the f32 product serves (bf16 and f16
+ * at 0.2) and one where it does not (f16 at 0.3, where 39 halves would
+ * differ), AVX-512 and AVX2 loops, against the general path. */
+Test(activation, half_leaky_f32_product_same_bits_as_general_path)
+{
+    if (!tg__cpu_has_half_simd())
+        th_not_run("the fused half activations are not run: this CPU lacks AVX2/F16C");
+    cr_assert(tg__half_leaky_f32_ok(TG_BF16, 0.2));
+    cr_assert(tg__half_leaky_f32_ok(TG_F16, 0.2));
+    cr_assert(tg__half_leaky_f32_ok(TG_BF16, 0.3));   /* the same slope, the other dtype next */
+    cr_assert(not(tg__half_leaky_f32_ok(TG_F16, 0.3)));
+    const tg_dtype dts[2] = {TG_F16, TG_BF16};
+    const double slopes[7] = {0.2, 0.3, 0.001, 1.0 / 3, 5.5, 0.1234567, -0.2};
+    for (int d = 0; d < 2; d++) {
+        tg_tensor *x = all_halves(dts[d], 1), *r = all_halves(dts[d], 40503);
+        tg_tensor *c = all_halves(dts[d], 2654435761u);
+        for (int k = 0; k < 7; k++)
+            for (int wide = 0; wide < 2; wide++) {
+                tg_tensor *y[2], *g[2];
+                tg__act_set_half_avx512(wide);
+                for (int f = 0; f < 2; f++) act_run(f == 1, false, slopes[k], x, r, c, &y[f], &g[f]);
+                tg__act_set_half_avx512(true);
+                expect_same_halves(y[1], y[0], wide ? "y (fused)" : "y (fused, avx2)", dts[d],
+                                   slopes[k], 0, x);
+                expect_same_halves(g[1], g[0], wide ? "grad (fused)" : "grad (fused, avx2)",
+                                   dts[d], slopes[k], 0, x);
+                tg_tensor_release(y[0]), tg_tensor_release(y[1]);
+                tg_tensor_release(g[0]), tg_tensor_release(g[1]);
+            }
+        tg_tensor_release(x), tg_tensor_release(r), tg_tensor_release(c);
+    }
+}

@@ -32,6 +32,11 @@ typedef enum tg__half_act {
 } tg__half_act;
 bool tg__half_act_n(tg__half_act op, tg_dtype dt, const uint16_t *a, const uint16_t *g,
                     uint16_t *o, int64_t n, double s);
+/* Whether tg__half_act_n takes leaky_relu's product of halves of dtype dt
+ * and slope s in f32 (x * (float)s) instead of double: true when that
+ * gives every half of dt the same result (checked over all 65536 once per
+ * thread and slope; src/ops/activation_half.c). */
+bool tg__half_leaky_f32_ok(tg_dtype dt, double s);
 /* Tests: false makes relu/leaky_relu on this thread take the general half
  * path instead of tg__half_act_n (true, the default, restores). */
 void tg__act_set_half_fused(bool on);

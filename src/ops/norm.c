@@ -98,7 +98,8 @@ void tg__bn_stats(tg_dtype cdt, const void *x, tg__bn_geom g, double *mean, doub
 /* ---- half x: blocks of channels ---------------------------------------------- */
 
 /* One block's work for norm_blocks.c's loop (which gives the reasons for
- * the blocks): the f32 kernels above on the block's copy. */
+ * the blocks): norm_simd.c's kernels on the block's halves in place, the
+ * f32 kernels' arithmetic. */
 typedef struct bn_half_fwd {
     tg_tensor *x, *y;
     bn_geom g;
@@ -108,34 +109,45 @@ typedef struct bn_half_fwd {
     double *mean, *var, *invstd;
 } bn_half_fwd;
 
-static void half_forward_blk(void *job, int64_t c0, int64_t nc, float **bufs)
+static void half_forward_blk(void *job, int64_t c0, int64_t nc)
 {
     const bn_half_fwd *j = job;
-    const bn_geom g = j->g, gb = {g.n, nc, g.s};
-    float *buf = bufs[0];
-    tg__bn_block_rows(j->x, g, c0, nc, buf, true);
-    if (j->training) bn_stats_run_f32(buf, gb, 0, c0, nc, j->mean, j->var);
+    const bn_geom g = j->g;
+    const tg_dtype dt = j->x->dtype;
+    const uint16_t *x = (const uint16_t *)tg_tensor_cdata(j->x) + c0 * g.s;
+    const int simd = tg__bn_half_simd();
+    if (j->training) {   /* bn_stats_chan's */
+        const double m = (double)(g.n * g.s);
+        double sum[BN_BLK];
+        tg__bn_half_sums(dt, x, NULL, NULL, false, g, nc, sum, simd);
+        for (int64_t c = 0; c < nc; c++) j->mean[c0 + c] = sum[c] / m;
+        tg__bn_half_sums(dt, x, NULL, j->mean + c0, true, g, nc, sum, simd);
+        for (int64_t c = 0; c < nc; c++) j->var[c0 + c] = sum[c] / m;
+    }
     for (int64_t c = 0; c < nc; c++) j->invstd[c0 + c] = 1.0 / sqrt(j->var[c0 + c] + j->eps);
-    if (j->y->dtype == TG_F32) {
+    if (j->y->dtype == TG_F32) {   /* x's rows widened into y, then bn_row there */
+        float *y = (float *)tg_tensor_data(j->y) + c0 * g.s;
+        tg__half_to_f32_rows(dt, x, g.c * g.s, y, g.c * g.s, g.n, nc * g.s);
         for (int64_t n = 0; n < g.n; n++)
             for (int64_t c = 0; c < nc; c++) {
-                float *row = buf + (n * nc + c) * g.s;
+                float *row = y + (n * g.c + c) * g.s;
                 bn_row_f32(row, g.s, c0 + c, j->mean, j->invstd, j->w, j->b, row);
             }
-        tg__bn_block_rows(j->y, g, c0, nc, buf, false);
         return;
     }
-    /* a half y: each row computed and rounded into y (norm_simd.c), sample
-     * by sample, so that y too is written in runs */
+    /* a half y (x's dtype: the output dtype rule gives no other half):
+     * each row computed and rounded into y, sample by sample, so that x and
+     * y are walked in runs */
+    assert(j->y->dtype == dt);
     float mu[BN_BLK], k[BN_BLK], sh[BN_BLK];
     for (int64_t c = 0; c < nc; c++)
         bn_affine_f32(c0 + c, j->mean, j->invstd, j->w, j->b, &mu[c], &k[c], &sh[c]);
     uint16_t *y = (uint16_t *)tg_tensor_data(j->y) + c0 * g.s;
-    const bool simd = tg__bn_half_simd();
     for (int64_t n = 0; n < g.n; n++)
-        for (int64_t c = 0; c < nc; c++)
-            tg__bn_half_affine(j->y->dtype, buf + (n * nc + c) * g.s, g.s, mu[c], k[c], sh[c],
-                               y + (n * g.c + c) * g.s, simd);
+        for (int64_t c = 0; c < nc; c++) {
+            const int64_t r = (n * g.c + c) * g.s;
+            tg__bn_half_affine(dt, x + r, g.s, mu[c], k[c], sh[c], y + r, simd);
+        }
 }
 
 typedef struct bn_half_bwd {
@@ -147,29 +159,31 @@ typedef struct bn_half_bwd {
     double *dw, *db;
 } bn_half_bwd;
 
-static void half_backward_blk(void *job, int64_t c0, int64_t nc, float **bufs)
+static void half_backward_blk(void *job, int64_t c0, int64_t nc)
 {
     const bn_half_bwd *j = job;
-    const bn_geom g = j->g, gb = {g.n, nc, g.s};
+    const bn_geom g = j->g;
     const double m = (double)(g.n * g.s);
-    tg__bn_block_rows(j->x, g, c0, nc, bufs[0], true);
-    tg__bn_block_rows(j->gy, g, c0, nc, bufs[1], true);
-    /* dx (half, as x) computed and rounded row by row (norm_simd.c) after
-     * the block's sums, sample by sample: bn_grads_chan_sums's arithmetic */
+    const tg_dtype dt = j->x->dtype;
+    const uint16_t *x = (const uint16_t *)tg_tensor_cdata(j->x) + c0 * g.s;
+    const uint16_t *gy = (const uint16_t *)tg_tensor_cdata(j->gy) + c0 * g.s;
+    const int simd = tg__bn_half_simd();
+    /* the block's sums (bn_grad_sums's), then dx (x's dtype) computed and
+     * rounded row by row, sample by sample, each value of a row from gy's
+     * at its place (which dx may be): bn_grads_chan_sums's arithmetic */
     tg__bn_dx_factors f[BN_BLK];
     double sg[BN_BLK], sgx[BN_BLK];
-    bn_grad_sums_f32(bufs[0], bufs[1], gb, 0, nc, j->mean + c0, sg, sgx);
+    tg__bn_half_sums(dt, gy, NULL, NULL, false, g, nc, sg, simd);
+    tg__bn_half_sums(dt, x, gy, j->mean + c0, false, g, nc, sgx, simd);
     for (int64_t c = 0; c < nc; c++)
         bn_grad_factors_f32(c0 + c, sg[c], sgx[c], m, j->mean, j->invstd, j->w, j->training,
                             j->dw, j->db, &f[c].kt, &f[c].mu, &f[c].a, &f[c].bc);
     if (!j->dx) return;
     uint16_t *dx = (uint16_t *)tg_tensor_data(j->dx) + c0 * g.s;
-    const bool simd = tg__bn_half_simd();
     for (int64_t n = 0; n < g.n; n++)
         for (int64_t c = 0; c < nc; c++) {
-            const int64_t r = (n * nc + c) * g.s;
-            tg__bn_half_dx(j->dx->dtype, bufs[0] + r, bufs[1] + r, g.s, &f[c],
-                           dx + (n * g.c + c) * g.s, simd);
+            const int64_t r = (n * g.c + c) * g.s;
+            tg__bn_half_dx(dt, x + r, gy + r, g.s, &f[c], dx + r, simd);
         }
 }
 
@@ -281,7 +295,7 @@ static int batch_norm_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *co
     } else if (by_chan) {
         bn_half_fwd j = {.x = x, .y = y, .g = g, .training = p->training, .eps = p->eps,
                          .w = wb, .b = bb, .mean = mean, .var = var, .invstd = invstd};
-        TG_TRY_GOTO(tg__bn_for_channels(g, false, half_forward_blk, &j));
+        tg__bn_for_channels(g, half_forward_blk, &j);
     } else {
         if (p->training) {
             if (f64) bn_stats_f64(xb, g, mean, var);
@@ -335,13 +349,13 @@ static int backward_fused(tg_ctx *ctx, const void *params, tg_tensor *gy, tg_ten
     double *st = tg__malloc((size_t)(4 * (g.c > 0 ? g.c : 1)) * sizeof(double));
     void *xo = NULL, *go = NULL, *wo = NULL, *dxo = NULL;
     /* dx over gy when gy is ours alone: each channel's sums are taken before
-     * its dx is written, element by element in the same place (or, for a
-     * half gy, from the f32 copy made below) */
+     * its dx is written, element by element in the same place (a half
+     * block's sums before its rows; else from the f32 copy made below) */
     const bool in_place = need_dx && tg__grad_is_reusable(gy, x->dtype, x);
     tg_tensor *dx = !need_dx ? NULL : in_place ? tg_tensor_retain(gy)
                                                : tg__tensor_uninit(x->dtype, x->ndim, x->shape);
-    /* half x and gy of one dtype: channel by channel (dx's rows are written
-     * after the channel's sums, from the f32 copies) */
+    /* half x and gy of one dtype: block by block, read in place (dx's rows
+     * are written after the block's sums) */
     const bool by_chan = !f64 && tg__bn_half_channels(x, g) && tg__bn_half_channels(gy, g) &&
                          gy->dtype == x->dtype;
     const void *xb = by_chan ? NULL : tg__conv_input(x, cdt, &xo);
@@ -357,7 +371,7 @@ static int backward_fused(tg_ctx *ctx, const void *params, tg_tensor *gy, tg_ten
     if (by_chan) {
         bn_half_bwd j = {.x = x, .gy = gy, .dx = dx, .g = g, .training = p->training, .w = wb,
                          .mean = mu, .invstd = inv, .dw = dw, .db = db};
-        TG_TRY_GOTO(tg__bn_for_channels(g, true, half_backward_blk, &j));
+        tg__bn_for_channels(g, half_backward_blk, &j);
     } else {
         if (f64) bn_grads_f64(xb, gb, g, mu, inv, wb, p->training, dxb, dw, db);
         else bn_grads_f32(xb, gb, g, mu, inv, wb, p->training, dxb, dw, db);

@@ -77,17 +77,26 @@ typedef struct tg__bn_dx_factors {
     float kt, mu, a, bc;
 } tg__bn_dx_factors;
 
-/* n values of a row rounded into the halves o (dtype dt, TG_F16 or TG_BF16)
- * with the bulk conversion's rule, each computed in f32 as the f32 kernels
- * do: o = (p - mu) * k + sh (the forward), o = kt * (q - a - (p - mu) * bc)
- * (dx from x's row p and g's row q); by the AVX2 loops when simd (the
- * answer of tg__bn_half_simd, asked once per block of rows, not per row),
- * else the portable ones.  src/ops/norm_simd.c. */
-bool tg__bn_half_simd(void);
-void tg__bn_half_affine(tg_dtype dt, const float *p, int64_t n, float mu, float k, float sh,
-                        uint16_t *o, bool simd);
-void tg__bn_half_dx(tg_dtype dt, const float *p, const float *q, int64_t n,
-                    const tg__bn_dx_factors *f, uint16_t *o, bool simd);
+/* The kernels of batch_norm's half blocks (src/ops/norm_simd.c), on
+ * halves of dtype dt (TG_F16 or TG_BF16) read and written in place, each
+ * widened exactly into f32, with the bits of the f32 kernels of
+ * norm_kernels_tmpl.h on an f32 copy rounded by the bulk conversion; simd
+ * (the answer of tg__bn_half_simd, asked once per block, not per row)
+ * picks the loops: 0 portable, 1 AVX2, 2 AVX-512 (the sums stay AVX2).
+ * tg__bn_half_sums: bn_sum of the nc <= TG__BN_BLK channels of x (geometry g, channel k
+ * at x + k*s, rows g.c*g.s apart) into out[k]: the sum of gr's value times
+ * (x - mean[k]) when gr is not NULL (gr laid out as x), else of
+ * (x - mean[k])^2 when centred_sq, else of x - mean[k] (mean NULL: 0).
+ * tg__bn_half_affine: n values of a row, o = (p - mu) * k + sh (the
+ * forward); tg__bn_half_dx: o = kt * (q - a - (p - mu) * bc) (dx from x's
+ * row p and g's row q; o may be q). */
+int tg__bn_half_simd(void);
+void tg__bn_half_sums(tg_dtype dt, const uint16_t *x, const uint16_t *gr, const double *mean,
+                      bool centred_sq, tg__bn_geom g, int64_t nc, double *out, int simd);
+void tg__bn_half_affine(tg_dtype dt, const uint16_t *p, int64_t n, float mu, float k,
+                        float sh, uint16_t *o, int simd);
+void tg__bn_half_dx(tg_dtype dt, const uint16_t *p, const uint16_t *q, int64_t n,
+                    const tg__bn_dx_factors *f, uint16_t *o, int simd);
 
 /* bn_sum (norm_kernels_tmpl.h) of four f32 channels at once, with their
  * bits: out[k] = the sum over rows r < n of channel k's row at
@@ -98,22 +107,20 @@ void tg__bn_half_dx(tg_dtype dt, const float *p, const float *q, int64_t n,
 bool tg__bn_sum4_f32(const float *x, const float *gr, const double *mean, bool centred_sq,
                      int64_t n, int64_t rstride, int64_t s, double *out);
 
-/* batch_norm with x in f16/bf16, a block of channels at a time through
- * each thread's f32 scratch instead of an f32 copy of the whole tensor
- * (src/ops/norm_blocks.c; norm.c runs the f32 kernels on the blocks).
+/* batch_norm with x in f16/bf16, a block of channels at a time, read in
+ * place by the kernels above instead of an f32 copy of the whole tensor
+ * (src/ops/norm_blocks.c; norm.c runs the kernels on the blocks).
  * tg__bn_half_channels: whether t (x or dy, or NULL: false), of geometry
- * g, takes that path.  tg__bn_block_rows: channels [c0, c0 + nc) of t (N,
- * C, S, contiguous) into the f32 buffer buf (N, nc, S) when to_buf, else
- * from buf into t (f16, bf16 or f32).  tg__bn_for_channels: fn(job, c0,
- * nc, bufs) for blocks of at most TG__BN_BLK channels that cover [0, C),
- * shared among the threads, bufs[0] (and bufs[1] when two_bufs) the
- * calling thread's f32 buffers of N*nc*S values; TG_ENOMEM when a thread's
- * buffers cannot be had (its blocks are not run). */
+ * g, takes that path.  tg__bn_for_channels: fn(job, c0, nc) for blocks of
+ * at most TG__BN_BLK channels that cover [0, C), shared among the
+ * threads. */
 bool tg__bn_half_channels(const tg_tensor *t, tg__bn_geom g);
-void tg__bn_block_rows(tg_tensor *t, tg__bn_geom g, int64_t c0, int64_t nc, float *buf,
-                       bool to_buf);
-int tg__bn_for_channels(tg__bn_geom g, bool two_bufs,
-                        void (*fn)(void *job, int64_t c0, int64_t nc, float **bufs), void *job);
+void tg__bn_for_channels(tg__bn_geom g, void (*fn)(void *job, int64_t c0, int64_t nc), void *job);
+
+/* Tests: false makes batch_norm on this thread take the f32 copy of the
+ * whole half tensor instead of the half blocks (true, the default,
+ * restores). */
+void tg__bn_set_half_blocks(bool on);
 
 /* Tests: false makes batch_norm take its portable loops instead of
  * norm_simd.c's, in every thread (true, the default, restores). */
