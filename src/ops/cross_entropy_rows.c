@@ -97,15 +97,35 @@ SLAB_FWD(double, slab_fwd_f64)
 SLAB_BWD(float, slab_bwd_f32)
 SLAB_BWD(double, slab_bwd_f64)
 
-/* -logp[n, t_k, i] w_k of target k (n, i) from its row's stats, logp
- * rounded to x's dtype as log_softmax stores it. */
-static double pick_loss(const ce_job *j, int64_t k)
+/* l[k] = -logp[n, t_k, i] w_k for the targets k = n S + i of slabs
+ * [n0, end), from their rows' stats, logp rounded to x's dtype as
+ * log_softmax stores it; +0 for an ignored target, as nll_loss's. */
+static void pick_losses(const ce_job *j, int64_t n0, int64_t end)
 {
-    const double *st = j->st + 2 * k;
-    const int64_t at = (k / j->S) * j->C * j->S + j->cls[k] * j->S + k % j->S;
-    const double xv = j->f64 ? ((const double *)j->x)[at] : (double)((const float *)j->x)[at];
-    const double logp = tg__round_to(j->f64 ? TG_F64 : TG_F32, (xv - st[0]) - log(st[1]));
-    return -logp * j->wk[k];
+    const int64_t C = j->C, S = j->S;
+    if (!j->f64 && S == 1) {   /* the f32 rows */
+        const float *x = j->x;
+        for (int64_t n = n0; n < end; n++) {
+            const double *st = j->st + 2 * n;
+            j->l[n] = 0.0;
+            if (j->cls[n] >= 0) {
+                const float logp = (float)(((double)x[n * C + j->cls[n]] - st[0]) - log(st[1]));
+                j->l[n] = -(double)logp * j->wk[n];
+            }
+        }
+        return;
+    }
+    for (int64_t n = n0; n < end; n++)
+        for (int64_t i = 0, k = n * S; i < S; i++, k++) {
+            j->l[k] = 0.0;
+            if (j->cls[k] < 0) continue;
+            const int64_t at = n * C * S + j->cls[k] * S + i;
+            const double *st = j->st + 2 * k;
+            double logp;
+            if (j->f64) logp = (((const double *)j->x)[at] - st[0]) - log(st[1]);
+            else logp = (float)(((double)((const float *)j->x)[at] - st[0]) - log(st[1]));
+            j->l[k] = -logp * j->wk[k];
+        }
 }
 
 static int ce_task(void *p, int64_t t)
@@ -118,7 +138,7 @@ static int ce_task(void *p, int64_t t)
         return tg__error(TG_ENOMEM, "cross_entropy: out of memory for a row of %lld classes",
                          (long long)j->C);
     const int64_t n0 = t * j->per, end = (t + 1) * j->per < j->N ? (t + 1) * j->per : j->N;
-    const int64_t slab = j->C * j->S, k0 = n0 * j->S;
+    const int64_t slab = j->C * j->S;
     const size_t esz = j->f64 ? sizeof(double) : sizeof(float);
     const char *x = (const char *)j->x + (size_t)(n0 * slab) * esz;
     char *dx = j->backward ? (char *)j->dx + (size_t)(n0 * slab) * esz : NULL;
@@ -143,8 +163,7 @@ static int ce_task(void *p, int64_t t)
                 slab_fwd_f32((const float *)x + o, j->C, j->S, j->st + 2 * k);
         }
     }
-    if (!j->backward)   /* an ignored target's loss is +0, as nll_loss's */
-        for (int64_t k = k0; k < end * j->S; k++) j->l[k] = j->cls[k] >= 0 ? pick_loss(j, k) : 0.0;
+    if (!j->backward) pick_losses(j, n0, end);
     tg__work_free(e);
     return TG_OK;
 }
@@ -274,8 +293,8 @@ done:
 
 /* nll_loss's gradient at each target as the composition's engine holds
  * it: -w g (g / sum w for mean) rounded to dt, added to the zeros of a new
- * gradient (tg__sum_term); gf: the same as floats for the f32 rows, or
- * NULL. */
+ * gradient (tg__sum_term), into gt, or into gf (floats, for the f32 rows)
+ * when gt is NULL.  dt: f32 or f64. */
 static int picked_grads(const ce_params *p, const ce_targets *tt, const tg_tensor *g,
                         tg_dtype dt, int64_t K, double *gt, float *gf)
 {
@@ -284,13 +303,15 @@ static int picked_grads(const ce_params *p, const ce_targets *tt, const tg_tenso
     tg__gather(g, TG_F64, gv);
     const double scale = p->red == TG_REDUCTION_MEAN ? -(gv[0] / tt->total) : -gv[0];
     for (int64_t k = 0; k < K; k++) {
-        gt[k] = 0.0;
+        double v = 0.0;
         if (tt->cls[k] >= 0) {
             const double term =
                 p->red == TG_REDUCTION_NONE ? -tt->wk[k] * gv[k] : tt->wk[k] * scale;
-            gt[k] = tg__sum_term(dt, 0.0, tg__round_to(dt, term));
+            v = dt == TG_F64 ? tg__sum_term(TG_F64, 0.0, term)   /* constants: inlined */
+                             : tg__sum_term(TG_F32, 0.0, tg__round_to(TG_F32, term));
         }
-        if (gf) gf[k] = (float)gt[k];
+        if (gt) gt[k] = v;
+        else gf[k] = (float)v;
     }
     free(gv);
     return TG_OK;
@@ -310,9 +331,10 @@ static int ce_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     const int64_t N = x->shape[0], C = x->shape[1], S = spatial_of(x), K = N * S;
     const bool f64 = x->dtype == TG_F64;
     ce_targets tt = {0};
-    double *gt = tg__malloc((size_t)K * sizeof *gt);
-    float *gf = !f64 && S == 1 ? tg__malloc((size_t)K * sizeof *gf) : NULL;
-    int rc = gt && (f64 || S > 1 || gf) ? TG_OK : TG_ENOMEM;
+    const bool rows = !f64 && S == 1;   /* the f32 rows take floats */
+    double *gt = rows ? NULL : tg__malloc((size_t)K * sizeof *gt);
+    float *gf = rows ? tg__malloc((size_t)K * sizeof *gf) : NULL;
+    int rc = gt || gf ? TG_OK : TG_ENOMEM;
     if (rc < 0) goto done;
     TG_TRY_GOTO(targets_read(&tt, target, weight, C, p->ignore_index));
     TG_TRY_GOTO(tg_contiguous(&xc, x));
