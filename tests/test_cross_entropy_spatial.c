@@ -296,3 +296,31 @@ Test(cross_entropy_spatial, refusals_and_other_arguments_as_the_composition)
     tg_tensor_release(y);
     th_release_all(7, (tg_tensor *[]){x, bad, t, x64, w, x16, t2});
 }
+
+/* tg_cross_entropy of f64 (N, C) logits is the one op too, with the
+ * composition's value and gradient. */
+Test(cross_entropy_spatial, tg_cross_entropy_of_f64_is_the_one_op)
+{
+    const int64_t xs[2] = {7, 5};
+    tg_tensor *x = logits(TG_F64, 2, xs, false, true, 21), *t = targets(2, xs, -1);
+    for (int r = 0; r < 3; r++) {
+        tg_tensor *ya = NULL, *yb = NULL, *lp = NULL, *sa = NULL, *sb = NULL, *ga = NULL,
+                  *gb = NULL;
+        OK(tg_cross_entropy(&ya, x, t, REDS[r]));
+        cr_assert(tape_has(ya, "cross_entropy"), "%s", RED_NAMES[r]);
+        OK(tg_log_softmax(&lp, x, 1));
+        OK(tg_nll_loss(&yb, lp, t, NULL, REDS[r], TG_IGNORE_INDEX_DEFAULT));
+        th_expect_same_bits(RED_NAMES[r], x, ya, yb);
+        OK(tg_sum(&sa, ya));
+        OK(tg_backward(sa, NULL, NULL));
+        OK(tg_tensor_detach(&ga, tg_tensor_grad(x)));
+        tg_tensor_zero_grad(x);
+        OK(tg_sum(&sb, yb));
+        OK(tg_backward(sb, NULL, NULL));
+        OK(tg_tensor_detach(&gb, tg_tensor_grad(x)));
+        tg_tensor_zero_grad(x);
+        th_expect_same_bits(RED_NAMES[r], x, ga, gb);
+        th_release_all(7, (tg_tensor *[]){ya, yb, lp, sa, sb, ga, gb});
+    }
+    th_release_all(2, (tg_tensor *[]){x, t});
+}
