@@ -125,17 +125,19 @@ TORCH_DTYPES = {"f32": "float32", "f64": "float64", "bf16": "bfloat16", "f16": "
 
 
 def torch_fwd_bwd_child(a, make_fns):
-    """The PyTorch child of fwd_bwd_main's scripts: x (N, C) U[-4, 4) of
+    """The PyTorch child of fwd_bwd_main's scripts: x (N, C) (or (N, C, d1,
+    ...)) U[-4, 4) of
     a.dtype, then make_fns(torch, n, c, dtype, g) (g the generator, for any
     more draws) gives the ops by name; a.op's is timed with torch_time,
     forward alone or, with a.backward, with a backward from a fixed U[-1, 1)
     grad_y of the output's shape and x.grad released after each pass."""
     import torch
     torch.set_num_threads(a.threads)
-    n, c = (int(v) for v in a.shape.split(","))
+    dims = [int(v) for v in a.shape.split(",")]   # (N, C) or (N, C, d1, ...)
+    n, c = dims[0], dims[1]
     dtype = getattr(torch, TORCH_DTYPES[a.dtype])
     g = torch.Generator().manual_seed(1)
-    x = ((torch.rand(n, c, generator=g) * 8 - 4)).to(dtype)
+    x = ((torch.rand(*dims, generator=g) * 8 - 4)).to(dtype)
     fn = make_fns(torch, n, c, dtype, g)[a.op]
     gy = None
     if a.backward:

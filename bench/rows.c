@@ -8,10 +8,12 @@
  *
  *   rows --op softmax|log_softmax|cross_entropy|sum|mean|sum_dim1|mse_loss|layer_norm|
  *             gelu|sigmoid|tanh|silu|exp|relu
- *        --shape N,C [--dtype f32|f64|bf16|f16] [--threads T] [--repeat R (20)]
- *        [--backward]
+ *        --shape N,C[,d1[,d2]] [--dtype f32|f64|bf16|f16] [--threads T]
+ *        [--repeat R (20)] [--backward]
  *
- * x is U[-4, 4) of the shape; cross_entropy's targets are n % C, mse_loss's
+ * x is U[-4, 4) of the shape (d1, d2: spatial dims, for cross_entropy,
+ * whose class dim is then 1); cross_entropy's targets (N, d1, ...) are
+ * k % C at flat index k (n % C for (N, C)), mse_loss's
  * target a second U[-4, 4) tensor (both with mean reduction).  With
  * --backward x requires grad and a pass is the forward, a backward with a
  * fixed random grad_y of the output's shape, and x's gradient released, as
@@ -52,7 +54,13 @@ static void run_op(const rows_case *c, tg_tensor **y)
     switch (c->op) {
     case 0: CHECK(tg_softmax(y, c->x, 1)); break;
     case 1: CHECK(tg_log_softmax(y, c->x, 1)); break;
-    case 2: CHECK(tg_cross_entropy(y, c->x, c->target, TG_REDUCTION_MEAN)); break;
+    case 2:   /* (N, C): tg_cross_entropy; spatial: tg_cross_entropy_ex */
+        if (tg_tensor_ndim(c->x) == 2)
+            CHECK(tg_cross_entropy(y, c->x, c->target, TG_REDUCTION_MEAN));
+        else
+            CHECK(tg_cross_entropy_ex(y, c->x, c->target, NULL, TG_IGNORE_INDEX_DEFAULT,
+                                      TG_REDUCTION_MEAN, 0.0));
+        break;
     case 3: CHECK(tg_sum(y, c->x)); break;
     case 4: CHECK(tg_mean(y, c->x)); break;
     case 5: CHECK(tg_sum_dims(y, c->x, 1, (int[]){1}, false)); break;
@@ -62,12 +70,12 @@ static void run_op(const rows_case *c, tg_tensor **y)
     }
 }
 
-/* The arguments: --op NAME (op: its index in ops), --shape N,C,
+/* The arguments: --op NAME (op: its index in ops), --shape N,C[,d1[,d2]],
  * [--dtype f32|f64|bf16|f16 (f32)], [--threads T (0: the default)],
  * [--repeat R (20)], [--backward]. */
 typedef struct rows_args {
-    int op;
-    int64_t shape[2];
+    int op, ndim;
+    int64_t shape[4];
     tg_dtype dt;
     long threads, repeat;
     bool backward;
@@ -100,8 +108,10 @@ static bool parse_args(int argc, char **argv, rows_args *a)
         } else if (!strcmp(s, "--dtype")) {
             ok = bench_parse_dtype(v, &a->dt);
         } else if (!strcmp(s, "--shape")) {
-            have_shape = sscanf(v, "%" SCNd64 ",%" SCNd64, &a->shape[0], &a->shape[1]) == 2 &&
-                         a->shape[0] > 0 && a->shape[1] > 0;
+            a->ndim = sscanf(v, "%" SCNd64 ",%" SCNd64 ",%" SCNd64 ",%" SCNd64, &a->shape[0],
+                             &a->shape[1], &a->shape[2], &a->shape[3]);
+            have_shape = a->ndim >= 2;
+            for (int d = 0; d < a->ndim; d++) have_shape = have_shape && a->shape[d] > 0;
         } else {
             ok = false;
         }
@@ -109,7 +119,7 @@ static bool parse_args(int argc, char **argv, rows_args *a)
     }
     if (ok && a->op >= 0 && have_shape && a->repeat >= 1) return true;
     fprintf(stderr, "usage: rows --op softmax|log_softmax|cross_entropy|sum|mean|sum_dim1|"
-                    "mse_loss|layer_norm|gelu|sigmoid|tanh|silu|exp|relu --shape N,C "
+                    "mse_loss|layer_norm|gelu|sigmoid|tanh|silu|exp|relu --shape N,C[,d1[,d2]] "
                     "[--dtype f32|f64|bf16|f16] [--threads T] [--repeat R] [--backward]\n");
     return false;
 }
@@ -137,12 +147,13 @@ int main(int argc, char **argv)
 
     tg_rng rng;
     tg_rng_init(&rng, 1);
-    CHECK(tg_tensor_zeros(&c.x, dt, 2, shape));
+    const int64_t tshape[3] = {shape[0], shape[2], shape[3]};   /* shape without dim 1 */
+    CHECK(tg_tensor_zeros(&c.x, dt, a.ndim, shape));
     CHECK(tg_tensor_rand_uniform(c.x, &rng, -4.0, 4.0));
-    CHECK(tg_tensor_zeros(&c.target, TG_I64, 1, shape));
+    CHECK(tg_tensor_zeros(&c.target, TG_I64, a.ndim - 1, tshape));
     int64_t *t = tg_tensor_data(c.target);
-    for (int64_t n = 0; n < shape[0]; n++) t[n] = n % shape[1];
-    CHECK(tg_tensor_zeros(&c.other, dt, 2, shape));
+    for (int64_t k = 0; k < tg_tensor_numel(c.target); k++) t[k] = k % shape[1];
+    CHECK(tg_tensor_zeros(&c.other, dt, a.ndim, shape));
     CHECK(tg_tensor_rand_uniform(c.other, &rng, -4.0, 4.0));
     CHECK(tg_tensor_zeros(&c.w, dt, 1, &shape[1]));
     CHECK(tg_tensor_rand_uniform(c.w, &rng, 0.5, 2.0));

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Ops over the rows of (N, C): softmax, log_softmax and cross_entropy along the
-last dim, sum and mean of every element, sum over the last dim, mse_loss,
-layer_norm over the last dim;
+last dim (cross_entropy also over dim 1 of (N, C, d1, d2)), sum and mean of
+every element, sum over the last dim, mse_loss, layer_norm over the last dim;
 tapegrad (bench/rows) against PyTorch (Debian's python3-torch), the same
 thread count, in one run.
 
@@ -18,12 +18,14 @@ children run with OMP_WAIT_POLICY=passive, as bench/compare.py's.
 """
 from benchlib import fwd_bwd_main, torch_fwd_bwd_child
 
-# name, op, dtype, (N, C)
+# name, op, dtype, (N, C) or (N, C, d1, d2)
 CASES = [
     ("softmax", "softmax", "f32", (256, 1000)),
     ("log_softmax", "log_softmax", "f32", (256, 1000)),
     ("cross_entropy", "cross_entropy", "f32", (256, 1000)),
     ("cross_entropy", "cross_entropy", "f32", (4096, 10)),
+    ("cross_entropy", "cross_entropy", "f64", (4096, 10)),
+    ("cross_entropy", "cross_entropy", "f32", (64, 10, 32, 32)),
     ("log_softmax", "log_softmax", "f32", (4096, 100)),
     ("sum", "sum", "f32", (256, 1024)),
     ("mean", "mean", "f32", (256, 1024)),
@@ -36,13 +38,19 @@ def make_fns(torch, n, c, dtype, g):
     """The ops by name, with their other operands drawn from g after x."""
     import torch.nn.functional as F
     other = ((torch.rand(n, c, generator=g) * 8 - 4)).to(dtype)
-    target = torch.arange(n) % c
+    targets = {}   # by x's shape: k % C at flat index k of (N, d1, ...)
+
+    def target(t):
+        if t.shape not in targets:
+            shape = (t.shape[0],) + tuple(t.shape[2:])
+            targets[t.shape] = (torch.arange(t.numel() // c) % c).reshape(shape)
+        return targets[t.shape]
     w = (torch.rand(c, generator=g) * 1.5 + 0.5).to(dtype)
     b = (torch.rand(c, generator=g) * 2 - 1).to(dtype)
     return {
         "softmax": lambda t: F.softmax(t, 1),
         "log_softmax": lambda t: F.log_softmax(t, 1),
-        "cross_entropy": lambda t: F.cross_entropy(t, target),
+        "cross_entropy": lambda t: F.cross_entropy(t, target(t)),
         "sum": lambda t: t.sum(),
         "mean": lambda t: t.mean(),
         "sum_dim1": lambda t: t.sum(1),

@@ -9,8 +9,9 @@
  * float target holds class probabilities p instead, as torch's (see
  * prob_target).  Every step is a differentiable op, so the loss is
  * differentiable to any order; nn's CrossEntropyLoss module calls it.
- * f32 (N, C) logits with class indices and no label smoothing take the
- * one op of src/ops/cross_entropy_rows.c instead, with the same bits. */
+ * f32 or f64 logits (N, C) or (N, C, d1, ...) with class indices and no
+ * label smoothing take the one op of src/ops/cross_entropy_rows.c
+ * instead, with the same bits. */
 #include "core/core.h"
 #include "ops/loss.h"
 #include "tapegrad/loss.h"
@@ -152,7 +153,7 @@ static int cross_entropy(tg_tensor **y, const ce_opts *s, tg_tensor *w, tg_tenso
                  "cross_entropy_ex: weight has %lld elements; input has %lld classes",
                  (long long)w->shape[0], (long long)x->shape[cdim]);
     }
-    if (!prob && s->label_smoothing == 0.0) {   /* f32 (N, C): one op of its own */
+    if (!prob && s->label_smoothing == 0.0) {   /* f32 or f64: one op of its own */
         const int fused = tg__cross_entropy_rows(y, x, target, w, s->red, s->ignore_index);
         if (fused != TG__CE_ROWS_NOT_TAKEN) return fused;
     }

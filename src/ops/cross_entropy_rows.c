@@ -1,22 +1,27 @@
-/* src/ops/cross_entropy_rows.c - cross_entropy of f32 logits x (N, C) and
- * class indices (N), weight f32 (C) or none, any ignore_index and
- * reduction, as one recorded op: the value and gradients of
- * nll_loss(log_softmax(x, 1), target, weight), bit for bit, without the
- * (N, C) log-probabilities, the (N, C) gradient of nll_loss that is zero
- * but at the targets, nor the second pass over each row for the maximum
- * and the sum of exps.
+/* src/ops/cross_entropy_rows.c - cross_entropy of f32 or f64 logits x
+ * (N, C) or (N, C, d1, ...) and class indices (N) or (N, d1, ...), weight
+ * of x's dtype (C) or none, any ignore_index and reduction, as one
+ * recorded op: the value and gradients of nll_loss(log_softmax(x, 1),
+ * target, weight), bit for bit, without the log-probabilities, the
+ * gradient of nll_loss that is zero but at the targets, nor the second
+ * pass over each row for the maximum and the sum of exps.
  *
- * The forward keeps each row's maximum m and s = sum_c exp(x_c - m) in
- * double (src/ops/softmax_rows.c, the rows of log_softmax), and the loss
- * of row n is -logp[n, t_n] w_n with logp[n, t_n] = (x - m) - log(s)
- * rounded to f32, as log_softmax stores it; nll_loss's sums and division
- * follow (tg__nll_read_targets).  The backward is, per row, log_softmax's
- * dx = g' - exp(x - m) sum(g') / s of nll_loss's gradient g', zero but at
- * t_n, where it is -w_n g (over sum_n w_n for mean) rounded to f32
- * (tg__log_softmax_pick_backward_rows_f32): one exp and one store per
- * element.  A create_graph backward builds the composition's own recorded
- * ops (nll_loss_backward, softmax, sum_dims, mul, sub), so higher
- * derivatives are the composition's. */
+ * x is walked as (N, C, S), S = d1 d2 ... (1 without spatial dims): row
+ * (n, i) is its C elements of stride S.  The forward keeps each row's
+ * maximum m and s = sum_c exp(x_c - m) in double, and the loss of target
+ * k = n S + i is -logp[n, t_k, i] w_k with logp = (x - m) - log(s)
+ * rounded to x's dtype, as log_softmax stores it; nll_loss's sums and
+ * division follow (tg__nll_read_targets).  The backward is, per row,
+ * log_softmax's dx = g' - exp(x - m) sum(g') / s of nll_loss's gradient
+ * g', zero but at t_k, where it is -w_k g (over sum_k w_k for mean)
+ * rounded to x's dtype: one exp and one store per element.  The rows and
+ * their exp are log_softmax's (src/ops/softmax.c): f32 with S = 1 take
+ * src/ops/softmax_rows.c's vectorized exp
+ * (tg__log_softmax_pick_backward_rows_f32); f64, and f32 with S > 1,
+ * libm's exp and sums in class order, the slabs below.  A create_graph
+ * backward builds the composition's own recorded ops (nll_loss_backward,
+ * softmax, sum_dims, mul, sub), so higher derivatives are the
+ * composition's. */
 #include <assert.h>
 #include <math.h>
 
@@ -36,55 +41,139 @@ typedef struct ce_params {
 /* The saved slots: x, target, the rows' stats (N, 2) f64, weight. */
 enum { SAVED_X, SAVED_TARGET, SAVED_STATS, SAVED_WEIGHT };
 
-/* The rows [t per, (t + 1) per) of x (N, C) contiguous: in the forward
- * their stats st[n] = {m, s} and loss l[n] (0 for an ignored target); in
- * the backward dx from st and the picked gradient gt[n]. */
+/* The slabs (C, S) [t per, (t + 1) per) of x (N, C, S) contiguous: in the
+ * forward their rows' stats st[k] = {m, s} and losses l[k] (0 for an
+ * ignored target), k = n S + i; in the backward dx from st and the picked
+ * gradients gt[k] (gf: gt as floats, for the f32 rows). */
 typedef struct ce_job {
-    bool backward;
-    const float *x;
-    float *dx;
+    bool backward, f64;
+    const void *x;
+    void *dx;
     double *st, *l;
     const int64_t *cls;
-    const double *wk;
-    const float *gt;
-    int64_t N, C, per;
+    const double *wk, *gt;
+    const float *gf;
+    int64_t N, C, S, per;
     tg__exp_width w;   /* the calling thread's (tg__exp_width_get) */
 } ce_job;
+
+/* log_softmax's slabs of libm's exp (src/ops/softmax.c's forward_slab and
+ * log_softmax_backward_slab, which take inner = 1 the same way):
+ * SLAB_FWD(T) the stats of the S rows of one slab x (C, S) of T, each m
+ * the first largest in class order, each s summed in class order;
+ * SLAB_BWD(T) dx = 0 - exp(x - m) f, f = (0 + g_t) / s, and at the
+ * target g_t - exp(x - m) f, the composition's g - exp(x - m) (sum(g) /
+ * s) of a g zero but at the target.  f: S doubles of scratch. */
+#define SLAB_FWD(T, name)                                                                   \
+    static void name(const T *x, int64_t C, int64_t S, double *st)                          \
+    {                                                                                       \
+        for (int64_t i = 0; i < S; i++) {                                                   \
+            st[2 * i] = -INFINITY;                                                          \
+            st[2 * i + 1] = 0.0;                                                            \
+        }                                                                                   \
+        for (int64_t c = 0; c < C; c++)                                                     \
+            for (int64_t i = 0; i < S; i++)                                                 \
+                if ((double)x[c * S + i] > st[2 * i]) st[2 * i] = (double)x[c * S + i];     \
+        for (int64_t c = 0; c < C; c++)                                                     \
+            for (int64_t i = 0; i < S; i++)                                                 \
+                st[2 * i + 1] += exp((double)x[c * S + i] - st[2 * i]);                     \
+    }
+#define SLAB_BWD(T, name)                                                                   \
+    static void name(const T *x, T *dx, int64_t C, int64_t S, const double *st,             \
+                     const int64_t *t, const double *gt, double *f)                         \
+    {                                                                                       \
+        for (int64_t i = 0; i < S; i++) f[i] = (0.0 + gt[i]) / st[2 * i + 1];               \
+        for (int64_t c = 0; c < C; c++)                                                     \
+            for (int64_t i = 0; i < S; i++)                                                 \
+                dx[c * S + i] =                                                             \
+                    (T)(0.0 - exp((double)x[c * S + i] - st[2 * i]) * f[i]);                \
+        for (int64_t i = 0; i < S; i++)                                                     \
+            if (t[i] >= 0)                                                                  \
+                dx[t[i] * S + i] =                                                          \
+                    (T)(gt[i] - exp((double)x[t[i] * S + i] - st[2 * i]) * f[i]);           \
+    }
+SLAB_FWD(float, slab_fwd_f32)
+SLAB_FWD(double, slab_fwd_f64)
+SLAB_BWD(float, slab_bwd_f32)
+SLAB_BWD(double, slab_bwd_f64)
+
+/* l[k] = -logp[n, t_k, i] w_k for the targets k = n S + i of slabs
+ * [n0, end), from their rows' stats, logp rounded to x's dtype as
+ * log_softmax stores it; +0 for an ignored target, as nll_loss's. */
+static void pick_losses(const ce_job *j, int64_t n0, int64_t end)
+{
+    const int64_t C = j->C, S = j->S;
+    if (!j->f64 && S == 1) {   /* the f32 rows */
+        const float *x = j->x;
+        for (int64_t n = n0; n < end; n++) {
+            const double *st = j->st + 2 * n;
+            j->l[n] = 0.0;
+            if (j->cls[n] >= 0) {
+                const float logp = (float)(((double)x[n * C + j->cls[n]] - st[0]) - log(st[1]));
+                j->l[n] = -(double)logp * j->wk[n];
+            }
+        }
+        return;
+    }
+    for (int64_t n = n0; n < end; n++)
+        for (int64_t i = 0, k = n * S; i < S; i++, k++) {
+            j->l[k] = 0.0;
+            if (j->cls[k] < 0) continue;
+            const int64_t at = n * C * S + j->cls[k] * S + i;
+            const double *st = j->st + 2 * k;
+            double logp;
+            if (j->f64) logp = (((const double *)j->x)[at] - st[0]) - log(st[1]);
+            else logp = (float)(((double)((const float *)j->x)[at] - st[0]) - log(st[1]));
+            j->l[k] = -logp * j->wk[k];
+        }
+}
 
 static int ce_task(void *p, int64_t t)
 {
     const ce_job *j = p;
-    const int64_t ne = j->C > TG__ROWS_BLOCK ? j->C : TG__ROWS_BLOCK;
+    const bool rows = !j->f64 && j->S == 1;   /* softmax_rows.c's vectorized rows */
+    const int64_t ne = !rows ? j->S : j->C > TG__ROWS_BLOCK ? j->C : TG__ROWS_BLOCK;
     double *e = tg__work_alloc((size_t)(ne + TG__EXP_PAD) * sizeof *e);
     if (!e)
         return tg__error(TG_ENOMEM, "cross_entropy: out of memory for a row of %lld classes",
                          (long long)j->C);
     const int64_t n0 = t * j->per, end = (t + 1) * j->per < j->N ? (t + 1) * j->per : j->N;
-    const float *x = j->x + n0 * j->C;
-    if (j->backward) {
-        tg__log_softmax_pick_backward_rows_f32(x, j->dx + n0 * j->C, end - n0, j->C,
-                                               j->st + 2 * n0, j->cls + n0, j->gt + n0, e, j->w);
-        tg__work_free(e);
-        return TG_OK;
-    }
-    tg__log_softmax_stats_rows_f32(x, end - n0, j->C, j->st + 2 * n0, e, j->w);
-    for (int64_t n = n0; n < end; n++) {
-        const double *st = j->st + 2 * n;
-        j->l[n] = 0.0;   /* an ignored target's loss is +0, as nll_loss's */
-        if (j->cls[n] >= 0) {
-            const float logp = (float)(((double)j->x[n * j->C + j->cls[n]] - st[0]) - log(st[1]));
-            j->l[n] = -(double)logp * j->wk[n];
+    const int64_t slab = j->C * j->S;
+    const size_t esz = j->f64 ? sizeof(double) : sizeof(float);
+    const char *x = (const char *)j->x + (size_t)(n0 * slab) * esz;
+    char *dx = j->backward ? (char *)j->dx + (size_t)(n0 * slab) * esz : NULL;
+    if (rows && j->backward) {
+        tg__log_softmax_pick_backward_rows_f32((const float *)x, (float *)dx, end - n0, j->C,
+                                               j->st + 2 * n0, j->cls + n0, j->gf + n0, e, j->w);
+    } else if (rows) {
+        tg__log_softmax_stats_rows_f32((const float *)x, end - n0, j->C, j->st + 2 * n0, e,
+                                       j->w);
+    } else {
+        for (int64_t n = n0; n < end; n++) {
+            const int64_t o = (n - n0) * slab, k = n * j->S;
+            if (j->backward && j->f64)
+                slab_bwd_f64((const double *)x + o, (double *)dx + o, j->C, j->S,
+                             j->st + 2 * k, j->cls + k, j->gt + k, e);
+            else if (j->backward)
+                slab_bwd_f32((const float *)x + o, (float *)dx + o, j->C, j->S, j->st + 2 * k,
+                             j->cls + k, j->gt + k, e);
+            else if (j->f64)
+                slab_fwd_f64((const double *)x + o, j->C, j->S, j->st + 2 * k);
+            else
+                slab_fwd_f32((const float *)x + o, j->C, j->S, j->st + 2 * k);
         }
     }
+    if (!j->backward) pick_losses(j, n0, end);
     tg__work_free(e);
     return TG_OK;
 }
 
 static int ce_run(ce_job *j)
 {
-    j->per = j->C >= 32768 ? 1 : 32768 / j->C;   /* tasks of about 32k elements */
+    const int64_t slab = j->C * j->S;
+    j->per = slab >= 32768 ? 1 : 32768 / slab;   /* tasks of about 32k elements */
     j->w = tg__exp_width_get();
-    return tg__run_tasks((j->N + j->per - 1) / j->per, j->N * j->C > 32768, ce_task, j);
+    return tg__run_tasks((j->N + j->per - 1) / j->per, j->N * slab > 32768, ce_task, j);
 }
 
 /* The targets' classes and weights (tg__nll_read_targets), with their
@@ -103,24 +192,33 @@ static void targets_free(ce_targets *t)
 static int targets_read(ce_targets *t, const tg_tensor *target, const tg_tensor *weight,
                         int64_t C, int64_t ignore)
 {
-    const int64_t N = target->shape[0];
-    t->cls = tg__malloc((size_t)N * sizeof *t->cls);
-    t->wk = tg__malloc((size_t)N * sizeof *t->wk);
+    const int64_t K = tg_tensor_numel(target);
+    t->cls = tg__malloc((size_t)K * sizeof *t->cls);
+    t->wk = tg__malloc((size_t)K * sizeof *t->wk);
     if (!t->cls || !t->wk) return TG_ENOMEM;
     /* the messages name nll_loss, as the composition's */
     return tg__nll_read_targets("nll_loss", target, weight, C, ignore, t->cls, t->wk, &t->total);
 }
 
+/* S of x (N, C, d1, ...): d1 d2 ... */
+static int64_t spatial_of(const tg_tensor *x)
+{
+    int64_t S = 1;
+    for (int d = 2; d < x->ndim; d++) S *= x->shape[d];
+    return S;
+}
+
 /* ---- the op ---------------------------------------------------------------------- */
 
-/* tg__cross_entropy_rows has checked the inputs: a (N) loss or a 0-d one. */
+/* tg__cross_entropy_rows has checked the inputs: a loss of target's shape
+ * or a 0-d one, of x's dtype. */
 static int ce_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *dtype,
                     int *ndim, int64_t *shape)
 {
     const ce_params *p = params;
-    *dtype = TG_F32;
-    *ndim = p->red == TG_REDUCTION_NONE ? 1 : 0;
-    shape[0] = in[0]->shape[0];
+    *dtype = in[0]->dtype;
+    *ndim = p->red == TG_REDUCTION_NONE ? in[1]->ndim : 0;
+    for (int d = 0; d < *ndim; d++) shape[d] = in[1]->shape[d];
     return TG_OK;
 }
 
@@ -129,32 +227,30 @@ static int ce_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
 {
     const ce_params *p = params;
     tg_tensor *x = in[0], *target = in[1], *weight = in[2];
-    const int64_t N = x->shape[0], C = x->shape[1];
-    const bool none = p->red == TG_REDUCTION_NONE;
+    const int64_t N = x->shape[0], C = x->shape[1], S = spatial_of(x), K = N * S;
+    const bool none = p->red == TG_REDUCTION_NONE, f64 = x->dtype == TG_F64;
     ce_targets tt = {0};
     tg_tensor *xc = NULL, *st = NULL, *r = NULL;
-    double *l = tg__malloc((size_t)N * sizeof *l);
+    double *l = tg__malloc((size_t)K * sizeof *l);
     int rc = l ? TG_OK : TG_ENOMEM;
     if (rc < 0) goto done;
     TG_TRY_GOTO(targets_read(&tt, target, weight, C, p->ignore_index));
     TG_TRY_GOTO(tg_contiguous(&xc, x));   /* grad mode is off: not recorded */
-    st = tg__tensor_uninit(TG_F64, 2, (int64_t[]){N, 2});
-    r = tg__tensor_uninit(TG_F32, none ? 1 : 0, &N);
+    st = tg__tensor_uninit(TG_F64, 2, (int64_t[]){K, 2});
+    r = tg__tensor_uninit(x->dtype, none ? target->ndim : 0, target->shape);
     if (!st || !r) {
         rc = TG_ENOMEM;
         goto done;
     }
-    ce_job j = {.x = tg_tensor_cdata(xc), .st = tg_tensor_data(st), .l = l, .cls = tt.cls,
-                .wk = tt.wk, .N = N, .C = C};
+    ce_job j = {.f64 = f64, .x = tg_tensor_cdata(xc), .st = tg_tensor_data(st), .l = l,
+                .cls = tt.cls, .wk = tt.wk, .N = N, .C = C, .S = S};
     TG_TRY_GOTO(ce_run(&j));
-    float *y = tg_tensor_data(r);
-    if (none) {
-        for (int64_t k = 0; k < N; k++) y[k] = (float)l[k];
-    } else {
+    if (!none) {
         double sum = 0.0;   /* nll_loss's order */
-        for (int64_t k = 0; k < N; k++) sum += l[k];
-        y[0] = (float)(p->red == TG_REDUCTION_MEAN ? sum / tt.total : sum);
+        for (int64_t k = 0; k < K; k++) sum += l[k];
+        l[0] = p->red == TG_REDUCTION_MEAN ? sum / tt.total : sum;
     }
+    tg__scatter(r, TG_F64, l);   /* rounded to x's dtype, as nll_loss's */
     if (ctx) {   /* the slots SAVED_X ... SAVED_WEIGHT */
         int slot = tg__ctx_save(ctx, x);
         if (slot >= 0) slot = tg__ctx_save(ctx, target);
@@ -195,23 +291,27 @@ done:
     return rc;
 }
 
-/* nll_loss's gradient at each row's target as the composition's engine
- * holds it: -w g (g / sum w for mean) rounded to f32, added to the zeros
- * of a new gradient (tg__sum_term). */
+/* nll_loss's gradient at each target as the composition's engine holds
+ * it: -w g (g / sum w for mean) rounded to dt, added to the zeros of a new
+ * gradient (tg__sum_term), into gt, or into gf (floats, for the f32 rows)
+ * when gt is NULL.  dt: f32 or f64. */
 static int picked_grads(const ce_params *p, const ce_targets *tt, const tg_tensor *g,
-                        int64_t N, float *gt)
+                        tg_dtype dt, int64_t K, double *gt, float *gf)
 {
-    double *gv = tg__malloc((size_t)(p->red == TG_REDUCTION_NONE ? N : 1) * sizeof *gv);
+    double *gv = tg__malloc((size_t)(p->red == TG_REDUCTION_NONE ? K : 1) * sizeof *gv);
     if (!gv) return TG_ENOMEM;
     tg__gather(g, TG_F64, gv);
     const double scale = p->red == TG_REDUCTION_MEAN ? -(gv[0] / tt->total) : -gv[0];
-    for (int64_t k = 0; k < N; k++) {
-        if (tt->cls[k] < 0) {
-            gt[k] = 0.0f;
-            continue;
+    for (int64_t k = 0; k < K; k++) {
+        double v = 0.0;
+        if (tt->cls[k] >= 0) {
+            const double term =
+                p->red == TG_REDUCTION_NONE ? -tt->wk[k] * gv[k] : tt->wk[k] * scale;
+            v = dt == TG_F64 ? tg__sum_term(TG_F64, 0.0, term)   /* constants: inlined */
+                             : tg__sum_term(TG_F32, 0.0, tg__round_to(TG_F32, term));
         }
-        const double term = p->red == TG_REDUCTION_NONE ? -tt->wk[k] * gv[k] : tt->wk[k] * scale;
-        gt[k] = (float)tg__sum_term(TG_F32, 0.0, tg__round_to(TG_F32, term));
+        if (gt) gt[k] = v;
+        else gf[k] = (float)v;
     }
     free(gv);
     return TG_OK;
@@ -226,28 +326,33 @@ static int ce_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     TG_TRY(tg__ctx_saved(ctx, SAVED_TARGET, &target));
     TG_TRY(tg__ctx_saved(ctx, SAVED_STATS, &st));
     if (tg__ctx_input_meta(ctx, 2)->ndim >= 0) TG_TRY(tg__ctx_saved(ctx, SAVED_WEIGHT, &weight));
-    if (tg_grad_enabled() || g->dtype != TG_F32)
+    if (tg_grad_enabled() || g->dtype != x->dtype)
         return backward_composed(p, g, x, target, weight, &gi[0]);
-    const int64_t N = x->shape[0], C = x->shape[1];
+    const int64_t N = x->shape[0], C = x->shape[1], S = spatial_of(x), K = N * S;
+    const bool f64 = x->dtype == TG_F64;
     ce_targets tt = {0};
-    float *gt = tg__malloc((size_t)N * sizeof *gt);
-    int rc = gt ? TG_OK : TG_ENOMEM;
+    const bool rows = !f64 && S == 1;   /* the f32 rows take floats */
+    double *gt = rows ? NULL : tg__malloc((size_t)K * sizeof *gt);
+    float *gf = rows ? tg__malloc((size_t)K * sizeof *gf) : NULL;
+    int rc = gt || gf ? TG_OK : TG_ENOMEM;
     if (rc < 0) goto done;
     TG_TRY_GOTO(targets_read(&tt, target, weight, C, p->ignore_index));
     TG_TRY_GOTO(tg_contiguous(&xc, x));
-    dx = tg__tensor_uninit(TG_F32, 2, x->shape);
+    dx = tg__tensor_uninit(x->dtype, x->ndim, x->shape);
     if (!dx) {
         rc = TG_ENOMEM;
         goto done;
     }
-    TG_TRY_GOTO(picked_grads(p, &tt, g, N, gt));
-    ce_job j = {.backward = true, .x = tg_tensor_cdata(xc), .dx = tg_tensor_data(dx),
-                .st = (double *)tg_tensor_cdata(st), .cls = tt.cls, .gt = gt, .N = N, .C = C};
+    TG_TRY_GOTO(picked_grads(p, &tt, g, x->dtype, K, gt, gf));
+    ce_job j = {.backward = true, .f64 = f64, .x = tg_tensor_cdata(xc),
+                .dx = tg_tensor_data(dx), .st = (double *)tg_tensor_cdata(st), .cls = tt.cls,
+                .gt = gt, .gf = gf, .N = N, .C = C, .S = S};
     TG_TRY_GOTO(ce_run(&j));
     gi[0] = dx;
     dx = NULL;
 done:
     free(gt);
+    free(gf);
     targets_free(&tt);
     tg_tensor_release(xc);
     tg_tensor_release(dx);
@@ -268,11 +373,12 @@ static_assert(sizeof tg__ce_rows_ops / sizeof tg__ce_rows_ops[0] == TG__ce_rows_
 int tg__cross_entropy_rows(tg_tensor **out, tg_tensor *x, tg_tensor *target, tg_tensor *weight,
                            tg_reduction red, int64_t ignore_index)
 {
-    if (!out || !x || !target || x->dtype != TG_F32 || x->ndim != 2 || x->shape[0] < 1 ||
-        x->shape[1] < 1 || target->dtype != TG_I64 || target->ndim != 1 ||
-        target->shape[0] != x->shape[0])
+    if (!out || !x || !target || (x->dtype != TG_F32 && x->dtype != TG_F64) || x->ndim < 2 ||
+        target->dtype != TG_I64 || target->ndim != x->ndim - 1 || tg_tensor_numel(x) < 1)
         return TG__CE_ROWS_NOT_TAKEN;
-    if (weight && (weight->dtype != TG_F32 || weight->ndim != 1 ||
+    for (int d = 0; d < target->ndim; d++)   /* x's shape without the class dim */
+        if (target->shape[d] != x->shape[d == 0 ? 0 : d + 1]) return TG__CE_ROWS_NOT_TAKEN;
+    if (weight && (weight->dtype != x->dtype || weight->ndim != 1 ||
                    weight->shape[0] != x->shape[1] || tg_tensor_requires_grad(weight)))
         return TG__CE_ROWS_NOT_TAKEN;
     if (red != TG_REDUCTION_MEAN && red != TG_REDUCTION_SUM && red != TG_REDUCTION_NONE)

@@ -378,7 +378,7 @@ static int check_targets(const tg_tensor *target, int64_t C)
 }
 
 /* loss[n] = -log_softmax(x)[n, target[n]]: nll_loss of the log-probabilities
- * (f32 logits: the one op of src/ops/cross_entropy_rows.c, the same bits).
+ * (f32 and f64 logits: the one op of src/ops/cross_entropy_rows.c, the same bits).
  * log_softmax subtracts each row's maximum, so a row holding +inf is NaN
  * throughout, value and gradient, as PyTorch's; a -inf logit is a class of
  * probability 0, whose gradient is 0 (nll_loss picks rather than multiplies

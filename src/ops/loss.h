@@ -80,8 +80,9 @@ int tg__nll_read_targets(const char *op, const tg_tensor *target, const tg_tenso
  * of C classes, as a recorded op (differentiable to any order). */
 int tg__nll_loss_backward(tg_tensor **out, tg_tensor *g, tg_tensor *target, tg_tensor *weight,
                           tg_reduction red, int64_t ignore_index, int64_t C);
-/* cross_entropy of f32 logits x (N, C) and i64 classes target (N), weight
- * NULL or f32 (C) not requiring grad, red one of the three, N and C >= 1:
+/* cross_entropy of f32 or f64 logits x (N, C) or (N, C, d1, ...) and i64
+ * classes target (N) or (N, d1, ...), weight NULL or (C) of x's dtype not
+ * requiring grad, red one of the three, x not empty:
  * tg_nll_loss(tg_log_softmax(x, 1), ...)'s value and gradients, bit for
  * bit, as one recorded op (src/ops/cross_entropy_rows.c) that keeps each
  * row's maximum and sum of exps for its backward.  Returns

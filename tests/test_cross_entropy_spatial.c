@@ -1,0 +1,326 @@
+/* tests/test_cross_entropy_spatial.c - cross_entropy as one op
+ * (src/ops/cross_entropy_rows.c) for spatial f32 logits (N, C, d1, ...)
+ * and for f64 logits (N, C) or (N, C, d1, ...): its value and gradient
+ * have the bits of log_softmax over dim 1 followed by nll_loss for every
+ * reduction, with and without weights and an ignore_index, 1 and 2
+ * threads, contiguous and channels-last logits and rows holding -inf, +inf
+ * and NaN; a create_graph backward gives the composition's second
+ * derivative; f64 gradchecks; other arguments stay with the composition. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "tapegrad/tapegrad.h"
+
+#define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
+
+static const char *const RED_NAMES[3] = {"mean", "sum", "none"};
+static const tg_reduction REDS[3] = {TG_REDUCTION_MEAN, TG_REDUCTION_SUM, TG_REDUCTION_NONE};
+
+/* Whether y's tape names op (tg_tape_print). */
+static bool tape_has(const tg_tensor *y, const char *op)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert(f != NULL);
+    OK(tg_tape_print(f, y));
+    fclose(f);
+    const bool has = strstr(buf, op) != NULL;
+    free(buf);
+    return has;
+}
+
+/* Logits of shape (ndim, shape) of dtype dt, U[-4, 4) (seed), contiguous
+ * or (last) a channels-last view: the class dim 1 moved from the last dim
+ * of a contiguous tensor (for (N, C), the transpose of a (C, N) one);
+ * requiring grad.  With special, three elements of
+ * distinct rows (at flat positions 1, numel / 2, numel - 1 of the
+ * contiguous base) are -inf, +inf and NaN. */
+static tg_tensor *logits(tg_dtype dt, int ndim, const int64_t *shape, bool last, bool special,
+                         uint64_t seed)
+{
+    int64_t bs[8] = {0};
+    int perm[8] = {0};
+    for (int d = 0, k = 0; d < ndim; d++)
+        if (!last || d != 1) bs[k++] = shape[d];
+    if (last) bs[ndim - 1] = shape[1];
+    for (int d = 0; d < ndim; d++) perm[d] = !last || d == 0 ? d : d == 1 ? ndim - 1 : d - 1;
+    if (last && ndim == 2) {   /* (N, C): the transpose of a (C, N) tensor */
+        bs[0] = shape[1];
+        bs[1] = shape[0];
+        perm[0] = 1;
+        perm[1] = 0;
+    }
+    uint64_t st = seed;
+    tg_tensor *base = th_rand_tensor(&st, dt, ndim, bs, -4, 4);
+    const int64_t numel = tg_tensor_numel(base);
+    if (special && numel >= 4) {
+        const int64_t at[3] = {1, numel / 2, numel - 1};
+        const double val[3] = {-INFINITY, INFINITY, NAN};
+        for (int k = 0; k < 3; k++) {
+            if (dt == TG_F64) ((double *)tg_tensor_data(base))[at[k]] = val[k];
+            else ((float *)tg_tensor_data(base))[at[k]] = (float)val[k];
+        }
+    }
+    tg_tensor *x = base;
+    if (last) {
+        tg_tensor *t = NULL;
+        OK(tg_permute(&t, base, perm));
+        OK(tg_tensor_detach(&x, t));
+        tg_tensor_release(t);
+        tg_tensor_release(base);
+        int64_t S = 1;
+        for (int d = 2; d < ndim; d++) S *= shape[d];
+        if (shape[1] > 1 && (ndim == 2 || S > 1))
+            cr_assert(tg_tensor_is_contiguous(x) == false, "a strided view");
+    }
+    OK(tg_tensor_set_requires_grad(x, true));
+    return x;
+}
+
+/* Targets of x's shape without dim 1: k * 7 % C for flat index k, every
+ * third one ignore when ignore >= 0 (a class, so that it also counts as
+ * one where not ignored). */
+static tg_tensor *targets(int ndim, const int64_t *shape, int64_t ignore)
+{
+    int64_t ts[8] = {0};
+    int64_t K = 1;
+    for (int d = 0, k = 0; d < ndim; d++)
+        if (d != 1) K *= ts[k++] = shape[d];
+    double *t = malloc((size_t)K * sizeof *t);
+    for (int64_t k = 0; k < K; k++) t[k] = (double)((k * 7) % shape[1]);
+    if (ignore >= 0)
+        for (int64_t k = 0; k < K; k += 3) t[k] = (double)ignore;
+    tg_tensor *r = th_tensor_from(TG_I64, ndim - 1, ts, t);
+    free(t);
+    return r;
+}
+
+/* The value and x's gradient (for an upstream gy) of cross_entropy (one op)
+ * and of log_softmax followed by nll_loss: the same bits. */
+static void expect_as_composition(const char *what, tg_tensor *x, tg_tensor *t, tg_tensor *w,
+                                  int64_t ignore, int r)
+{
+    tg_tensor *ya = NULL, *yb = NULL, *lp = NULL, *ga = NULL, *gb = NULL;
+    OK(tg_cross_entropy_ex(&ya, x, t, w, ignore, REDS[r], 0.0));
+    cr_assert(tape_has(ya, "cross_entropy"), "%s: not the one op", what);
+    OK(tg_log_softmax(&lp, x, 1));
+    OK(tg_nll_loss(&yb, lp, t, w, REDS[r], ignore));
+    cr_assert(tape_has(yb, "nll_loss"), "%s", what);
+    th_expect_same_bits(what, x, ya, yb);
+    uint64_t st = 5;
+    tg_tensor *gy = th_rand_tensor(&st, tg_tensor_dtype(x), tg_tensor_ndim(ya),
+                                   tg_tensor_shape(ya), 0.5, 2);
+    OK(tg_backward(ya, gy, NULL));
+    OK(tg_tensor_detach(&ga, tg_tensor_grad(x)));
+    tg_tensor_zero_grad(x);
+    OK(tg_backward(yb, gy, NULL));
+    OK(tg_tensor_detach(&gb, tg_tensor_grad(x)));
+    tg_tensor_zero_grad(x);
+    th_expect_same_bits(what, x, ga, gb);
+    th_release_all(6, (tg_tensor *[]){ya, yb, lp, ga, gb, gy});
+}
+
+/* Every case of one dtype and shape: layouts, special values, ignore,
+ * reductions, weights, 1 and 2 threads.  Returns the count checked. */
+static int check_shape(tg_dtype dt, int ndim, const int64_t *shape, uint64_t seed)
+{
+    const int64_t C = shape[1];
+    uint64_t wst = 17;
+    tg_tensor *w = th_rand_tensor(&wst, dt, 1, &C, 0.5, 2);
+    int checked = 0;
+    for (int layout = 0; layout < 2; layout++)
+        for (int special = 0; special < 2; special++) {
+            tg_tensor *x = logits(dt, ndim, shape, layout == 1, special == 1, seed);
+            for (int ig = 0; ig < 2; ig++) {
+                const int64_t ignore = ig ? C / 2 : TG_IGNORE_INDEX_DEFAULT;
+                tg_tensor *t = targets(ndim, shape, ig ? ignore : -1);
+                for (int r = 0; r < 3; r++)
+                    for (int weighted = 0; weighted < 2; weighted++)
+                        for (int th = 1; th <= 2; th++) {
+                            OK(tg_set_num_threads(th));
+                            char what[200];
+                            snprintf(what, sizeof what,
+                                     "%s ndim %d (%lld, %lld, ...) layout %d special %d "
+                                     "ignore %d %s weight %d threads %d",
+                                     tg_dtype_name(dt), ndim, (long long)shape[0],
+                                     (long long)C, layout, special, ig, RED_NAMES[r],
+                                     weighted, th);
+                            expect_as_composition(what, x, t, weighted ? w : NULL, ignore, r);
+                            checked++;
+                        }
+                tg_tensor_release(t);
+            }
+            tg_tensor_release(x);
+        }
+    tg_tensor_release(w);
+    return checked;
+}
+
+Test(cross_entropy_spatial, f32_spatial_has_the_composition_bits)
+{
+    /* (2, 10, 64, 32): two slabs of 20480, two tasks; (64, 10, 8, 8): 64
+     * slabs of 640, tasks of 51; (5, 7, 1): S = 1, the vectorized rows */
+    static const int64_t shapes[][4] = {{3, 5, 4, 0}, {4, 3, 7, 5}, {2, 10, 64, 32},
+                                        {64, 10, 8, 8}, {5, 7, 1, 0}, {2, 1, 3, 0}};
+    static const int ndims[] = {3, 4, 4, 4, 3, 3};
+    const int threads = tg_get_num_threads();
+    int checked = 0;
+    for (size_t s = 0; s < sizeof ndims / sizeof *ndims; s++)
+        checked += check_shape(TG_F32, ndims[s], shapes[s], 40 + s);
+    OK(tg_set_num_threads(threads));
+    cr_assert(eq(int, checked, 6 * 96));
+}
+
+Test(cross_entropy_spatial, f64_has_the_composition_bits)
+{
+    static const int64_t shapes[][4] = {{40, 10, 0, 0},  {4000, 10, 0, 0}, {9, 1000, 0, 0},
+                                        {3, 5, 4, 0},    {6, 10, 8, 8},    {37, 63, 0, 0}};
+    static const int ndims[] = {2, 2, 2, 3, 4, 2};
+    const int threads = tg_get_num_threads();
+    int checked = 0;
+    for (size_t s = 0; s < sizeof ndims / sizeof *ndims; s++)
+        checked += check_shape(TG_F64, ndims[s], shapes[s], 70 + s);
+    OK(tg_set_num_threads(threads));
+    cr_assert(eq(int, checked, 6 * 96));
+}
+
+/* A create_graph backward builds the composition's ops: the gradient and
+ * the gradient of sum(grad * v) have the composition's bits. */
+Test(cross_entropy_spatial, create_graph_gives_the_composition_second_derivative)
+{
+    static const int64_t shapes[2][3] = {{3, 5, 4}, {6, 5, 0}};
+    static const tg_dtype dts[2] = {TG_F32, TG_F64};
+    for (int c = 0; c < 2; c++) {
+        const int ndim = c == 0 ? 3 : 2;
+        const int64_t C = 5;
+        tg_tensor *x = logits(dts[c], ndim, shapes[c], false, false, 3);
+        tg_tensor *t = targets(ndim, shapes[c], 2);
+        tg_tensor *w0 = th_tensor_from(dts[c], 1, &C, (double[]){0.5, 2, 1.5, 1, 0.25});
+        tg_tensor *v = th_rand_uniform(dts[c], ndim, shapes[c], 8);
+        for (int r = 0; r < 3; r++) {
+            tg_tensor *g2[2] = {NULL, NULL}, *g1[2] = {NULL, NULL};
+            for (int k = 0; k < 2; k++) {
+                tg_tensor *y = NULL, *lp = NULL, *ones = NULL, *p = NULL, *s = NULL;
+                if (k == 0) {
+                    OK(tg_cross_entropy_ex(&y, x, t, w0, 2, REDS[r], 0.0));
+                    cr_assert(tape_has(y, "cross_entropy"));
+                } else {
+                    OK(tg_log_softmax(&lp, x, 1));
+                    OK(tg_nll_loss(&y, lp, t, w0, REDS[r], 2));
+                }
+                OK(tg_tensor_full(&ones, dts[c], tg_tensor_ndim(y), tg_tensor_shape(y), 0.75));
+                tg_backward_opts o = {.create_graph = true};
+                OK(tg_grad(&g1[k], 1, &y, &ones, 1, &x, &o));
+                OK(tg_mul(&p, g1[k], v));
+                OK(tg_sum(&s, p));
+                OK(tg_grad(&g2[k], 1, &s, NULL, 1, &x, NULL));
+                th_release_all(5, (tg_tensor *[]){y, lp, ones, p, s});
+            }
+            th_expect_same_bits(RED_NAMES[r], x, g1[0], g1[1]);
+            th_expect_same_bits(RED_NAMES[r], x, g2[0], g2[1]);
+            th_release_all(4, (tg_tensor *[]){g1[0], g1[1], g2[0], g2[1]});
+        }
+        th_release_all(4, (tg_tensor *[]){x, t, w0, v});
+    }
+}
+
+typedef struct gc_args {
+    tg_tensor *target, *weight;
+    tg_reduction red;
+} gc_args;
+
+static int ce_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    const gc_args *a = user;
+    return tg_cross_entropy_ex(out, in[0], a->target, a->weight, 1, a->red, 0.0);
+}
+
+/* The f64 op (spatial and not) against finite differences, to the second
+ * order. */
+Test(cross_entropy_spatial, f64_gradchecks)
+{
+    static const int64_t shapes[2][3] = {{2, 4, 3}, {5, 4, 0}};
+    const int64_t C = 4;
+    tg_tensor *w = th_tensor_from(TG_F64, 1, &C, (double[]){0.5, 2, 1.5, 1});
+    for (int c = 0; c < 2; c++) {
+        const int ndim = c == 0 ? 3 : 2;
+        tg_tensor *x = logits(TG_F64, ndim, shapes[c], false, false, 11);
+        tg_tensor *t = targets(ndim, shapes[c], 1);
+        for (int r = 0; r < 3; r++) {
+            gc_args a = {.target = t, .weight = w, .red = REDS[r]};
+            tg_tensor *y = NULL;
+            OK(ce_fn(&y, 1, &x, &a));
+            cr_assert(tape_has(y, "cross_entropy"));
+            tg_tensor_release(y);
+            th_expect_gradchecks(ce_fn, &a, 1, &x, "ndim %d %s", ndim, RED_NAMES[r]);
+        }
+        th_release_all(2, (tg_tensor *[]){x, t});
+    }
+    tg_tensor_release(w);
+}
+
+/* Spatial targets out of range are refused with the composition's message;
+ * a weight of another dtype, a target of the wrong shape and f16 logits
+ * stay with the composition. */
+Test(cross_entropy_spatial, refusals_and_other_arguments_as_the_composition)
+{
+    const int64_t xs[3] = {2, 4, 3};
+    tg_tensor *x = logits(TG_F32, 3, xs, false, false, 4), *y = NULL;
+    tg_tensor *bad = th_tensor_from(TG_I64, 2, (int64_t[]){2, 3}, (double[]){0, 1, 2, 3, 9, 1});
+    cr_assert(eq(int, tg_cross_entropy_ex(&y, x, bad, NULL, -100, TG_REDUCTION_MEAN, 0.0),
+                 TG_EINVAL));
+    cr_assert(strstr(tg_error_message(), "nll_loss: target[1, 1]=9 must be a class in [0, 4)") !=
+                  NULL, "%s", tg_error_message());
+    cr_assert(eq(ptr, y, NULL));
+    tg_tensor *t = targets(3, xs, -1), *x64 = NULL, *w = NULL, *x16 = NULL;
+    tg_tensor *t2 = th_tensor_from(TG_I64, 1, (int64_t[]){2}, (double[]){0, 1});
+    OK(tg_to_dtype(&x64, x, TG_F64));
+    OK(tg_tensor_full(&w, TG_F32, 1, (int64_t[]){4}, 1.0));
+    OK(tg_cross_entropy_ex(&y, x64, t, w, -100, TG_REDUCTION_MEAN, 0.0));
+    cr_assert(tape_has(y, "nll_loss"));
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_F64));
+    tg_tensor_release(y);
+    cr_assert(eq(int, tg_cross_entropy_ex(&y, x, t2, NULL, -100, TG_REDUCTION_MEAN, 0.0),
+                 TG_ESHAPE));
+    cr_assert(strstr(tg_error_message(), "nll_loss: target has shape") != NULL, "%s",
+              tg_error_message());
+    OK(tg_to_dtype(&x16, x, TG_F16));
+    OK(tg_cross_entropy_ex(&y, x16, t, NULL, -100, TG_REDUCTION_SUM, 0.0));
+    cr_assert(tape_has(y, "nll_loss"));
+    tg_tensor_release(y);
+    th_release_all(7, (tg_tensor *[]){x, bad, t, x64, w, x16, t2});
+}
+
+/* tg_cross_entropy of f64 (N, C) logits is the one op too, with the
+ * composition's value and gradient. */
+Test(cross_entropy_spatial, tg_cross_entropy_of_f64_is_the_one_op)
+{
+    const int64_t xs[2] = {7, 5};
+    tg_tensor *x = logits(TG_F64, 2, xs, false, true, 21), *t = targets(2, xs, -1);
+    for (int r = 0; r < 3; r++) {
+        tg_tensor *ya = NULL, *yb = NULL, *lp = NULL, *sa = NULL, *sb = NULL, *ga = NULL,
+                  *gb = NULL;
+        OK(tg_cross_entropy(&ya, x, t, REDS[r]));
+        cr_assert(tape_has(ya, "cross_entropy"), "%s", RED_NAMES[r]);
+        OK(tg_log_softmax(&lp, x, 1));
+        OK(tg_nll_loss(&yb, lp, t, NULL, REDS[r], TG_IGNORE_INDEX_DEFAULT));
+        th_expect_same_bits(RED_NAMES[r], x, ya, yb);
+        OK(tg_sum(&sa, ya));
+        OK(tg_backward(sa, NULL, NULL));
+        OK(tg_tensor_detach(&ga, tg_tensor_grad(x)));
+        tg_tensor_zero_grad(x);
+        OK(tg_sum(&sb, yb));
+        OK(tg_backward(sb, NULL, NULL));
+        OK(tg_tensor_detach(&gb, tg_tensor_grad(x)));
+        tg_tensor_zero_grad(x);
+        th_expect_same_bits(RED_NAMES[r], x, ga, gb);
+        th_release_all(7, (tg_tensor *[]){ya, yb, lp, sa, sb, ga, gb});
+    }
+    th_release_all(2, (tg_tensor *[]){x, t});
+}
