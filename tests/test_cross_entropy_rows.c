@@ -13,28 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cross_entropy_fixtures.h"
 #include "helpers.h"
 #include "ops/softmax_rows_internal.h"
 #include "tapegrad/tapegrad.h"
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-static const char *const RED_NAMES[3] = {"mean", "sum", "none"};
-static const tg_reduction REDS[3] = {TG_REDUCTION_MEAN, TG_REDUCTION_SUM, TG_REDUCTION_NONE};
 
-/* Whether y's tape names op (tg_tape_print). */
-static bool tape_has(const tg_tensor *y, const char *op)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    cr_assert(f != NULL);
-    OK(tg_tape_print(f, y));
-    fclose(f);
-    const bool has = strstr(buf, op) != NULL;
-    free(buf);
-    return has;
-}
 
 /* Logits (N, C) of U[-4, 4) (seed), contiguous or the transpose of a
  * (C, N) tensor, requiring grad; with special, row 1 holds a -inf, row 2
@@ -67,43 +53,7 @@ static tg_tensor *logits(int64_t N, int64_t C, bool transposed, bool special, ui
     return x;
 }
 
-/* Targets n * 7 % C, with every third one ignore (when ignore >= 0: a
- * class, so that it also counts as one where not ignored). */
-static tg_tensor *targets(int64_t N, int64_t C, int64_t ignore)
-{
-    double *t = malloc((size_t)N * sizeof *t);
-    for (int64_t n = 0; n < N; n++) t[n] = (double)((n * 7) % C);
-    if (ignore >= 0)
-        for (int64_t n = 0; n < N; n += 3) t[n] = (double)ignore;
-    tg_tensor *r = th_tensor_from(TG_I64, 1, &N, t);
-    free(t);
-    return r;
-}
 
-/* The value and x's gradient (for an upstream gy) of cross_entropy (one op)
- * and of log_softmax followed by nll_loss: the same bits. */
-static void expect_as_composition(const char *what, tg_tensor *x, tg_tensor *t, tg_tensor *w,
-                                  int64_t ignore, int r)
-{
-    const int64_t N = tg_tensor_shape(x)[0];
-    tg_tensor *ya = NULL, *yb = NULL, *lp = NULL, *ga = NULL, *gb = NULL;
-    OK(tg_cross_entropy_ex(&ya, x, t, w, ignore, REDS[r], 0.0));
-    cr_assert(tape_has(ya, "cross_entropy"), "%s: not the one op", what);
-    OK(tg_log_softmax(&lp, x, 1));
-    OK(tg_nll_loss(&yb, lp, t, w, REDS[r], ignore));
-    cr_assert(tape_has(yb, "nll_loss"), "%s", what);
-    th_expect_same_bits(what, x, ya, yb);
-    uint64_t st = 5;
-    tg_tensor *gy = th_rand_tensor(&st, TG_F32, r == 2 ? 1 : 0, &N, 0.5, 2);
-    OK(tg_backward(ya, gy, NULL));
-    OK(tg_tensor_detach(&ga, tg_tensor_grad(x)));
-    tg_tensor_zero_grad(x);
-    OK(tg_backward(yb, gy, NULL));
-    OK(tg_tensor_detach(&gb, tg_tensor_grad(x)));
-    tg_tensor_zero_grad(x);
-    th_expect_same_bits(what, x, ga, gb);
-    th_release_all(6, (tg_tensor *[]){ya, yb, lp, ga, gb, gy});
-}
 
 Test(cross_entropy_rows, value_and_gradient_have_the_composition_bits)
 {
@@ -123,7 +73,7 @@ Test(cross_entropy_rows, value_and_gradient_have_the_composition_bits)
                 tg_tensor *x = logits(N, C, layout == 1, special == 1, 40 + s);
                 for (int ig = 0; ig < 2; ig++) {
                     const int64_t ignore = ig ? C / 2 : TG_IGNORE_INDEX_DEFAULT;
-                    tg_tensor *t = targets(N, C, ig ? ignore : -1);
+                    tg_tensor *t = targets(2, (int64_t[]){N, C}, ig ? ignore : -1);
                     for (int r = 0; r < 3; r++)
                         for (int weighted = 0; weighted < 2; weighted++)
                             for (int th = 1; th <= 2; th++) {
@@ -151,7 +101,7 @@ Test(cross_entropy_rows, value_and_gradient_have_the_composition_bits)
  * every exp width this CPU runs. */
 Test(cross_entropy_rows, every_exp_width_and_tg_cross_entropy)
 {
-    tg_tensor *x = logits(33, 257, false, true, 9), *t = targets(33, 257, -1);
+    tg_tensor *x = logits(33, 257, false, true, 9), *t = targets(2, (int64_t[]){33, 257}, -1);
     int widths = 0;
     for (int wd = 1; wd <= 3; wd++) {
         tg__exp_width_force(wd);
@@ -188,7 +138,7 @@ Test(cross_entropy_rows, every_exp_width_and_tg_cross_entropy)
 Test(cross_entropy_rows, create_graph_gives_the_composition_second_derivative)
 {
     const int64_t N = 6, C = 5;
-    tg_tensor *x = logits(N, C, false, false, 3), *t = targets(N, C, 2);
+    tg_tensor *x = logits(N, C, false, false, 3), *t = targets(2, (int64_t[]){N, C}, 2);
     tg_tensor *w = th_tensor_from(TG_F32, 1, &C, (double[]){0.5, 2, 1.5, 1, 0.25});
     tg_tensor *v = th_rand_uniform(TG_F32, 2, (int64_t[]){6, 5}, 8);
     for (int r = 0; r < 3; r++) {
@@ -229,7 +179,7 @@ Test(cross_entropy_rows, refusals_and_other_arguments_as_the_composition)
     cr_assert(strstr(tg_error_message(), "nll_loss: target[1]=7 must be a class in [0, 4)") !=
                   NULL, "%s", tg_error_message());
     cr_assert(eq(ptr, y, NULL));
-    tg_tensor *t = targets(3, 4, -1), *x64 = NULL, *w = NULL;
+    tg_tensor *t = targets(2, (int64_t[]){3, 4}, -1), *x64 = NULL, *w = NULL;
     OK(tg_to_dtype(&x64, x, TG_F64));
     OK(tg_cross_entropy_ex(&y, x64, t, NULL, -100, TG_REDUCTION_MEAN, 0.0));
     cr_assert(tape_has(y, "cross_entropy"));

@@ -13,27 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cross_entropy_fixtures.h"
 #include "helpers.h"
 #include "tapegrad/tapegrad.h"
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-static const char *const RED_NAMES[3] = {"mean", "sum", "none"};
-static const tg_reduction REDS[3] = {TG_REDUCTION_MEAN, TG_REDUCTION_SUM, TG_REDUCTION_NONE};
 
-/* Whether y's tape names op (tg_tape_print). */
-static bool tape_has(const tg_tensor *y, const char *op)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    cr_assert(f != NULL);
-    OK(tg_tape_print(f, y));
-    fclose(f);
-    const bool has = strstr(buf, op) != NULL;
-    free(buf);
-    return has;
-}
 
 /* Logits of shape (ndim, shape) of dtype dt, U[-4, 4) (seed), contiguous
  * or (last) a channels-last view: the class dim 1 moved from the last dim
@@ -83,48 +69,7 @@ static tg_tensor *logits(tg_dtype dt, int ndim, const int64_t *shape, bool last,
     return x;
 }
 
-/* Targets of x's shape without dim 1: k * 7 % C for flat index k, every
- * third one ignore when ignore >= 0 (a class, so that it also counts as
- * one where not ignored). */
-static tg_tensor *targets(int ndim, const int64_t *shape, int64_t ignore)
-{
-    int64_t ts[8] = {0};
-    int64_t K = 1;
-    for (int d = 0, k = 0; d < ndim; d++)
-        if (d != 1) K *= ts[k++] = shape[d];
-    double *t = malloc((size_t)K * sizeof *t);
-    for (int64_t k = 0; k < K; k++) t[k] = (double)((k * 7) % shape[1]);
-    if (ignore >= 0)
-        for (int64_t k = 0; k < K; k += 3) t[k] = (double)ignore;
-    tg_tensor *r = th_tensor_from(TG_I64, ndim - 1, ts, t);
-    free(t);
-    return r;
-}
 
-/* The value and x's gradient (for an upstream gy) of cross_entropy (one op)
- * and of log_softmax followed by nll_loss: the same bits. */
-static void expect_as_composition(const char *what, tg_tensor *x, tg_tensor *t, tg_tensor *w,
-                                  int64_t ignore, int r)
-{
-    tg_tensor *ya = NULL, *yb = NULL, *lp = NULL, *ga = NULL, *gb = NULL;
-    OK(tg_cross_entropy_ex(&ya, x, t, w, ignore, REDS[r], 0.0));
-    cr_assert(tape_has(ya, "cross_entropy"), "%s: not the one op", what);
-    OK(tg_log_softmax(&lp, x, 1));
-    OK(tg_nll_loss(&yb, lp, t, w, REDS[r], ignore));
-    cr_assert(tape_has(yb, "nll_loss"), "%s", what);
-    th_expect_same_bits(what, x, ya, yb);
-    uint64_t st = 5;
-    tg_tensor *gy = th_rand_tensor(&st, tg_tensor_dtype(x), tg_tensor_ndim(ya),
-                                   tg_tensor_shape(ya), 0.5, 2);
-    OK(tg_backward(ya, gy, NULL));
-    OK(tg_tensor_detach(&ga, tg_tensor_grad(x)));
-    tg_tensor_zero_grad(x);
-    OK(tg_backward(yb, gy, NULL));
-    OK(tg_tensor_detach(&gb, tg_tensor_grad(x)));
-    tg_tensor_zero_grad(x);
-    th_expect_same_bits(what, x, ga, gb);
-    th_release_all(6, (tg_tensor *[]){ya, yb, lp, ga, gb, gy});
-}
 
 /* Every case of one dtype and shape: layouts, special values, ignore,
  * reductions, weights, 1 and 2 threads.  Returns the count checked. */

@@ -1,0 +1,29 @@
+/* tests/cross_entropy_fixtures.h - shared by test_cross_entropy_rows.c and
+ * test_cross_entropy_spatial.c (cross_entropy_fixtures.c). */
+#ifndef TAPEGRAD_TESTS_CROSS_ENTROPY_FIXTURES_H
+#define TAPEGRAD_TESTS_CROSS_ENTROPY_FIXTURES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tapegrad/tapegrad.h"
+
+/* mean, sum, none: the reductions in the order the tests index them. */
+extern const char *const RED_NAMES[3];
+extern const tg_reduction REDS[3];
+
+/* Whether y's tape names op (tg_tape_print). */
+bool tape_has(const tg_tensor *y, const char *op);
+
+/* Targets of x's shape without dim 1: k * 7 % C for flat index k, every
+ * third one ignore when ignore >= 0 (a class, so that it also counts as
+ * one where not ignored). */
+tg_tensor *targets(int ndim, const int64_t *shape, int64_t ignore);
+
+/* The value and x's gradient (for an upstream gy of the loss's shape and
+ * x's dtype) of cross_entropy (one op) and of log_softmax followed by
+ * nll_loss, reduction REDS[r]: the same bits. */
+void expect_as_composition(const char *what, tg_tensor *x, tg_tensor *t, tg_tensor *w,
+                           int64_t ignore, int r);
+
+#endif
