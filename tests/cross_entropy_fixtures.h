@@ -26,4 +26,10 @@ tg_tensor *targets(int ndim, const int64_t *shape, int64_t ignore);
 void expect_as_composition(const char *what, tg_tensor *x, tg_tensor *t, tg_tensor *w,
                            int64_t ignore, int r);
 
+/* With ignore_index 2 and each reduction, the gradient of the one op's
+ * loss (for an upstream 0.75) built with create_graph, and the gradient of
+ * sum(that gradient * v), against the composition's: the same bits. */
+void expect_second_derivative_as_composition(tg_tensor *x, tg_tensor *t, tg_tensor *w,
+                                             tg_tensor *v);
+
 #endif

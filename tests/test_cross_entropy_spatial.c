@@ -148,29 +148,7 @@ Test(cross_entropy_spatial, create_graph_gives_the_composition_second_derivative
         tg_tensor *t = targets(ndim, shapes[c], 2);
         tg_tensor *w0 = th_tensor_from(dts[c], 1, &C, (double[]){0.5, 2, 1.5, 1, 0.25});
         tg_tensor *v = th_rand_uniform(dts[c], ndim, shapes[c], 8);
-        for (int r = 0; r < 3; r++) {
-            tg_tensor *g2[2] = {NULL, NULL}, *g1[2] = {NULL, NULL};
-            for (int k = 0; k < 2; k++) {
-                tg_tensor *y = NULL, *lp = NULL, *ones = NULL, *p = NULL, *s = NULL;
-                if (k == 0) {
-                    OK(tg_cross_entropy_ex(&y, x, t, w0, 2, REDS[r], 0.0));
-                    cr_assert(tape_has(y, "cross_entropy"));
-                } else {
-                    OK(tg_log_softmax(&lp, x, 1));
-                    OK(tg_nll_loss(&y, lp, t, w0, REDS[r], 2));
-                }
-                OK(tg_tensor_full(&ones, dts[c], tg_tensor_ndim(y), tg_tensor_shape(y), 0.75));
-                tg_backward_opts o = {.create_graph = true};
-                OK(tg_grad(&g1[k], 1, &y, &ones, 1, &x, &o));
-                OK(tg_mul(&p, g1[k], v));
-                OK(tg_sum(&s, p));
-                OK(tg_grad(&g2[k], 1, &s, NULL, 1, &x, NULL));
-                th_release_all(5, (tg_tensor *[]){y, lp, ones, p, s});
-            }
-            th_expect_same_bits(RED_NAMES[r], x, g1[0], g1[1]);
-            th_expect_same_bits(RED_NAMES[r], x, g2[0], g2[1]);
-            th_release_all(4, (tg_tensor *[]){g1[0], g1[1], g2[0], g2[1]});
-        }
+        expect_second_derivative_as_composition(x, t, w0, v);
         th_release_all(4, (tg_tensor *[]){x, t, w0, v});
     }
 }
