@@ -29,6 +29,18 @@ typedef struct sdpa_case {
     int mask;
 } sdpa_case;
 
+/* The cases of test_attention_fast.c (and the first of
+ * test_attention_fast_half.c's): ranks 2 to 4, L != S, L > S (the first
+ * rows fully masked), every mask kind, many query blocks, and one row per
+ * block (S = 33000). */
+#define SDPA_CASES                                                              \
+    {2, {1, 1}, 5, 7, 3, 4, M_NONE}, {2, {1, 1}, 5, 7, 3, 4, M_U8},             \
+        {2, {1, 1}, 1, 1, 1, 1, M_NONE}, {3, {6, 1}, 9, 13, 8, 5, M_FLOAT},     \
+        {3, {6, 1}, 9, 13, 8, 5, M_PAD_U8}, {3, {4, 1}, 13, 9, 8, 8, M_CAUSAL}, \
+        {4, {3, 4}, 70, 130, 16, 16, M_CAUSAL},                                 \
+        {4, {3, 4}, 70, 130, 16, 24, M_FULL}, {4, {2, 2}, 150, 40, 32, 8, M_PAD_U8}, \
+        {3, {1, 1}, 3, 33000, 2, 3, M_FLOAT}
+
 /* The scores' shape of case c: (lead..., L, S), c->nd entries. */
 void case_scores_shape(const sdpa_case *c, int64_t sc[4]);
 

@@ -82,16 +82,7 @@ static void check_case(const sdpa_case *c, tg_dtype dt, uint64_t seed)
 }
 
 static const sdpa_case cases[] = {
-    {2, {1, 1}, 5, 7, 3, 4, M_NONE},
-    {2, {1, 1}, 5, 7, 3, 4, M_U8},
-    {2, {1, 1}, 1, 1, 1, 1, M_NONE},
-    {3, {6, 1}, 9, 13, 8, 5, M_FLOAT},
-    {3, {6, 1}, 9, 13, 8, 5, M_PAD_U8},
-    {3, {4, 1}, 13, 9, 8, 8, M_CAUSAL},   /* L > S: the first rows fully masked */
-    {4, {3, 4}, 70, 130, 16, 16, M_CAUSAL},
-    {4, {3, 4}, 70, 130, 16, 24, M_FULL},
-    {4, {2, 2}, 150, 40, 32, 8, M_PAD_U8},
-    {3, {1, 1}, 3, 33000, 2, 3, M_FLOAT},   /* one row per block */
+    SDPA_CASES,
 };
 
 /* ---- results ---- */
