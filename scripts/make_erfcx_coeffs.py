@@ -18,6 +18,8 @@ import random
 
 import mpmath as mp
 
+from chebfit import cheb_monomials
+
 mp.mp.dps = 40
 N = 20
 L = mp.mpf(3)
@@ -32,23 +34,7 @@ def h(u):
 
 
 def main():
-    nodes = [mp.cos(mp.pi * (k + mp.mpf(1) / 2) / N) for k in range(N)]
-    vals = [h(x) for x in nodes]
-    cheb = [2 * sum(vals[k] * mp.cos(mp.pi * j * (k + mp.mpf(1) / 2) / N) for k in range(N)) / N
-            for j in range(N)]
-    cheb[0] /= 2
-    polys = [[mp.mpf(1)], [mp.mpf(0), mp.mpf(1)]]   # T_j in powers of u
-    for j in range(2, N):
-        nxt = [mp.mpf(0)] * (j + 1)
-        for i, a in enumerate(polys[-1]):
-            nxt[i + 1] += 2 * a
-        for i, a in enumerate(polys[-2]):
-            nxt[i] -= a
-        polys.append(nxt)
-    mono = [mp.mpf(0)] * N
-    for j in range(N):
-        for i, a in enumerate(polys[j]):
-            mono[i] += cheb[j] * a
+    mono = cheb_monomials(h, N)   # in powers of u
     mf = [float(x) for x in mono]
     # u = (t + 1) 2 / (TMAX + 1) - 1, t + 1 = 2 z / (z + L)
     s = float(4 / (TMAX + 1))

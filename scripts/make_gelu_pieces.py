@@ -22,6 +22,8 @@ each piece and at its edges.
 """
 import mpmath as mp
 
+from chebfit import cheb_monomials
+
 mp.mp.dps = 40
 N = 16         # coefficients per polynomial
 PIECES = 16
@@ -43,23 +45,7 @@ def D(a):
 
 def fit(f, c):
     """Monomial coefficients in t = a - c of f's interpolant on [c-H, c+H]."""
-    nodes = [mp.cos(mp.pi * (k + mp.mpf(1) / 2) / N) for k in range(N)]
-    vals = [f(c + H * x) for x in nodes]
-    cheb = [2 * sum(vals[k] * mp.cos(mp.pi * j * (k + mp.mpf(1) / 2) / N)
-                    for k in range(N)) / N for j in range(N)]
-    cheb[0] /= 2
-    polys = [[mp.mpf(1)], [mp.mpf(0), mp.mpf(1)]]   # T_j in powers of s
-    for j in range(2, N):
-        nxt = [mp.mpf(0)] * (j + 1)
-        for i, a in enumerate(polys[-1]):
-            nxt[i + 1] += 2 * a
-        for i, a in enumerate(polys[-2]):
-            nxt[i] -= a
-        polys.append(nxt)
-    mono = [mp.mpf(0)] * N
-    for j in range(N):
-        for i, a in enumerate(polys[j]):
-            mono[i] += cheb[j] * a
+    mono = cheb_monomials(lambda x: f(c + H * x), N)
     return [float(m / H ** i) for i, m in enumerate(mono)]   # s = t / H
 
 
