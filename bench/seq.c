@@ -4,6 +4,7 @@
  *   seq --model lstm|gru|transformer|decoder [--batch B (16)] [--seq T (32)]
  *       [--vocab V (64)] [--embed E (32)] [--hidden H (128)] [--layers L (1)]
  *       [--threads N] [--repeat R (20)] [--infer] [--dtype f32|bf16|f16 (f32)]
+ *       [--amp bf16|f16]
  *
  * The model is Embedding(V, E), then LSTM(E, H) or GRU(E, H) with L layers
  * (batch first), or L TransformerEncoderLayers (d_model E, 4 heads,
@@ -18,7 +19,8 @@
  * forward so (the transformer's options), tgt and memory fixed (B, T, E)
  * batches of normal values, under the causal tgt_mask.  --dtype (with
  * --infer only) runs the layers, their input, the memory and the mask in
- * that dtype (cast from the f32 ones).
+ * that dtype (cast from the f32 ones); --amp (with --infer only) runs the
+ * f32 layers on their f32 input inside autocast of that dtype.
  * After three steps of warmup, times R steps and prints one JSON line with
  * the median in ms. */
 #include <math.h>
@@ -43,6 +45,7 @@ typedef struct seq_case {
     tg_tensor **params;
     int n_params;
     tg_optimizer *opt;
+    tg_dtype amp;            /* --amp: autocast's dtype; TG_F32: none */
 } seq_case;
 
 static const tg_module_vtable root_vt = {.type_name = "SeqModel"};
@@ -148,6 +151,7 @@ static void infer_step(const void *arg)
     const seq_case *c = arg;
     CHECK(tg_scope_begin());
     tg_no_grad_begin();
+    if (c->amp != TG_F32) CHECK(tg_autocast_begin(c->amp));
     tg_tensor *y = c->x;
     tg_nn_transformer_masks mk = TG_NN_TRANSFORMER_MASKS_INIT;
     mk.tgt_mask = c->mask;
@@ -156,6 +160,7 @@ static void infer_step(const void *arg)
             CHECK(tg_nn_transformer_decoder_layer_forward(c->body[i], &y, y, c->mem, &mk));
         else
             CHECK(tg_nn_transformer_encoder_layer_forward(c->body[i], &y, y, NULL, NULL));
+    if (c->amp != TG_F32) CHECK(tg_autocast_end());
     tg_no_grad_end();
     CHECK(tg_scope_end());
 }
@@ -187,7 +192,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: seq --model lstm|gru|transformer|decoder [--batch B] [--seq T] "
                     "[--vocab V] [--embed E] [--hidden H] [--layers L] [--threads N] "
-                    "[--repeat R] [--infer] [--dtype f32|bf16|f16]\n");
+                    "[--repeat R] [--infer] [--dtype f32|bf16|f16] [--amp bf16|f16]\n");
     return 2;
 }
 
@@ -195,7 +200,7 @@ int main(int argc, char **argv)
 {
     long batch = 16, seq = 32, vocab = 64, embed = 32, hidden = 128, layers = 1, threads = 0,
          repeat = 20;
-    seq_case c = {.model = 0};
+    seq_case c = {.model = 0, .amp = TG_F32};
     bool infer = false;
     tg_dtype dtype = TG_F32;
     for (int i = 1; i < argc; i++) {
@@ -220,6 +225,9 @@ int main(int argc, char **argv)
                    (!strcmp(v, "f32") || !strcmp(v, "bf16") || !strcmp(v, "f16"))) {
             dtype = !strcmp(v, "f32") ? TG_F32 : !strcmp(v, "bf16") ? TG_BF16 : TG_F16;
             i++;
+        } else if (!strcmp(a, "--amp") && v && (!strcmp(v, "bf16") || !strcmp(v, "f16"))) {
+            c.amp = !strcmp(v, "bf16") ? TG_BF16 : TG_F16;
+            i++;
         } else if (!strcmp(a, "--model") && v &&
                    (!strcmp(v, "lstm") || !strcmp(v, "gru") || !strcmp(v, "transformer") ||
                     !strcmp(v, "decoder"))) {
@@ -232,7 +240,7 @@ int main(int argc, char **argv)
     if (!c.model || batch < 1 || seq < 1 || vocab < 1 || embed < 1 || hidden < 1 ||
         layers < 1 || repeat < 1 || ((c.model == 't' || c.model == 'd') && embed % 4) ||
         (infer && c.model != 't' && c.model != 'd') || (c.model == 'd' && !infer) ||
-        (dtype != TG_F32 && !infer))
+        (dtype != TG_F32 && !infer) || (c.amp != TG_F32 && (!infer || dtype != TG_F32)))
         return usage();
     if (threads > 0) CHECK(tg_set_num_threads((int)threads));
     c.vocab = vocab;

@@ -24,7 +24,9 @@
  *   O = attention(q, k, v, mask), written as (T, E) in q's row order
  *   out = out_proj(O)                                  (T, E), q's shape
  * where T = N L rows in q's order.  mask: make_mask's (1 or N*H, L or 1,
- * S) or NULL.  Only when tg__attention_fast_applies holds for (q, kv, kv)
+ * S) or NULL.  Inside autocast of a half dtype, f32 q and kv are
+ * projected to it (the linears cast them) and the rest runs in it.  Only
+ * when tg__attention_fast_applies_as holds for (q, kv, kv) in that dtype
  * and no parameter needs a gradient (the caller's check). */
 int tg__nn_mha_fast(tg_tensor **out, tg_module *m, tg_tensor *q, tg_tensor *kv, tg_tensor *mask,
                     int64_t heads, bool batch_first);

@@ -355,12 +355,33 @@ done:
     return rc;
 }
 
+/* The dtype the fused attention computes in: the inputs', or inside
+ * autocast of a half dtype, for f32 query and key, autocast's, to which
+ * the projections cast them as the step by step path's do. */
+static tg_dtype fast_dtype(const tg_tensor *q, const tg_tensor *kv)
+{
+    tg_dtype amp;
+    if (tg_autocast_active(&amp) && (amp == TG_BF16 || amp == TG_F16) && q->dtype == TG_F32 &&
+        kv->dtype == TG_F32)
+        return amp;
+    return q->dtype;
+}
+
+/* Whether a mask given the forward reaches the fused kernel in a dtype it
+ * takes: u8 (make_mask's 0 and -inf in dt), dt, or inside autocast f32. */
+static bool mask_fits(const tg_tensor *mask, tg_dtype dt)
+{
+    return !mask || mask->dtype == TG_U8 || mask->dtype == dt ||
+           (mask->dtype == TG_F32 && tg_autocast_active(NULL));
+}
+
 /* Whether the forward may take the fused attention (tg__nn_mha_fast): no
  * weights wanted, key and value one tensor (the query's for
  * self-attention), the packed in_proj_weight, no appended keys, the fused
  * kernel's conditions (no dropout draws, one float dtype, outside autocast
- * or of its half dtype, TG_ATTENTION_FAST not "0", no gradient recorded for
- * query or key) and no gradient recorded for the parameters or the masks. */
+ * or of its half dtype or f32 inside it, TG_ATTENTION_FAST not "0", no
+ * gradient recorded for query or key), masks it takes (mask_fits) and no
+ * gradient recorded for the parameters or the masks. */
 static bool fast_applies(tg_module *m, const mha_state *s, bool weights,
                          tg_tensor *const qkv[3], const tg_nn_mha_forward_opts *fo)
 {
@@ -368,7 +389,10 @@ static bool fast_applies(tg_module *m, const mha_state *s, bool weights,
         !tg__module_local(m, "in_proj_weight"))
         return false;
     const tg_attention_opts ao = {.dropout_p = s->o.dropout, .training = m->training};
-    if (!tg__attention_fast_applies(qkv[0], qkv[1], qkv[1], &ao)) return false;
+    const tg_dtype dt = fast_dtype(qkv[0], qkv[1]);
+    if (!tg__attention_fast_applies_as(qkv[0], qkv[1], qkv[1], &ao, dt) ||
+        !mask_fits(fo->attn_mask, dt) || !mask_fits(fo->key_padding_mask, dt))
+        return false;
     if (!tg_grad_enabled()) return true;
     const tg_tensor *need[6] = {tg__module_local(m, "in_proj_weight"),
                                 tg__module_local(m, "in_proj_bias"),
@@ -395,7 +419,7 @@ int tg__nn_mha_attend(tg_tensor **out, tg_module *m, tg_tensor *q, tg_tensor *kv
     const mha_state *s = m->state;
     const int64_t n = q->ndim == 3 ? q->shape[s->o.batch_first ? 0 : 1] : 1;
     tg_tensor *mask = NULL;
-    TG_TRY(make_mask(&mask, s, fo, q->dtype, n, 0));
+    TG_TRY(make_mask(&mask, s, fo, fast_dtype(q, kv), n, 0));
     int rc = tg__nn_mha_heads(out, m, q, kv, mask, s->num_heads, s->o.batch_first);
     tg_tensor_release(mask);
     return rc;
@@ -413,7 +437,7 @@ static int run(tg_module *m, tg_tensor **out, tg_tensor **weights, tg_tensor *co
     int rc = TG_OK;
     if (fast_applies(m, s, weights != NULL, qkv, fo)) {
         const int64_t n = batched ? qkv[0]->shape[s->o.batch_first ? 0 : 1] : 1;
-        TG_TRY_GOTO(make_mask(&t[MASK], s, fo, qkv[0]->dtype, n, 0));
+        TG_TRY_GOTO(make_mask(&t[MASK], s, fo, fast_dtype(qkv[0], qkv[1]), n, 0));
         rc = tg__nn_mha_fast(out, m, qkv[0], qkv[1], t[MASK], s->num_heads, s->o.batch_first);
         goto done;
     }

@@ -102,7 +102,6 @@ int tg__nn_mha_heads(tg_tensor **out, tg_module *m, tg_tensor *q, tg_tensor *kv,
     const bool self = kv == q;
     const seq_rows rq = rows_of(q, batch_first), rk = rows_of(kv, batch_first);
     const int64_t e = q->shape[q->ndim - 1], d = e / heads;
-    const tg_dtype dt = q->dtype;
     enum { PQ, PKV, Q, K, V, M4, OB, O, N_TMP };
     tg_tensor *t[N_TMP] = {NULL};
     int rc;
@@ -113,6 +112,8 @@ int tg__nn_mha_heads(tg_tensor **out, tg_module *m, tg_tensor *q, tg_tensor *kv,
         TG_TRY_GOTO(project(&t[PQ], m, q, 0, e));
         TG_TRY_GOTO(project(&t[PKV], m, kv, e, 3 * e));
     }
+    /* the projections' dtype: q's, or inside autocast its half dtype */
+    const tg_dtype dt = t[PQ]->dtype;
     const int64_t kv0 = self ? e : 0;   /* k's first column in Pkv */
     TG_TRY_GOTO(heads_view(&t[Q], t[PQ], &rq, heads, d, 0));
     TG_TRY_GOTO(heads_view(&t[K], t[PKV], &rk, heads, d, kv0));

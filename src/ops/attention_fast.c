@@ -23,7 +23,8 @@
  * bf16 and f16 blocks (run_block_half) hold the dtype's values in f32
  * buffers and round where the taped path's half ops round: q / sqrt(E)
  * (sqrt(E) rounded to the dtype) in double, to f32, to the dtype; the
- * scores' f32 sums to the dtype; the mask added in f32 and rounded;
+ * scores' f32 sums to the dtype; the mask added in f32 and rounded (an f32
+ * mask inside autocast: added in f32 and kept, tg_add's f32 result);
  * softmax in double rounded once to the dtype; the output's f32 sums
  * rounded into its rows.  The products are bf16 (f16) values multiplied
  * exactly and summed in f32: on the bf16 kernel where the taped product
@@ -56,15 +57,26 @@ uint64_t tg__attention_fast_calls(void) { return fast_calls; }
 bool tg__attention_fast_applies(const tg_tensor *q, const tg_tensor *k, const tg_tensor *v,
                                 const tg_attention_opts *o)
 {
+    return tg__attention_fast_applies_as(q, k, v, o, q->dtype);
+}
+
+bool tg__attention_fast_applies_as(const tg_tensor *q, const tg_tensor *k, const tg_tensor *v,
+                                   const tg_attention_opts *o, tg_dtype dt)
+{
     const char *env = getenv("TG_ATTENTION_FAST");
     if (env && strcmp(env, "0") == 0) return false;
     if (o->training && o->dropout_p > 0.0) return false;
-    const tg_dtype dt = q->dtype;
     const tg_tensor *m = o->attn_mask;
-    if (!tg_dtype_is_float(dt) || k->dtype != dt || v->dtype != dt) return false;
-    tg_dtype amp;   /* inside autocast: q, k and v of its half dtype only */
-    if (tg_autocast_active(&amp) && (amp != dt || !tg__dtype_is_half(dt))) return false;
-    if (m && m->dtype != TG_U8 && m->dtype != dt) return false;
+    const tg_dtype in = q->dtype;
+    if (!tg_dtype_is_float(in) || k->dtype != in || v->dtype != in) return false;
+    tg_dtype amp;   /* inside autocast: computed in its half dtype only */
+    const bool in_amp = tg_autocast_active(&amp);
+    if (in_amp && (amp != dt || !tg__dtype_is_half(dt))) return false;
+    if (in != dt && !(in_amp && in == TG_F32)) return false;
+    /* a float mask of the dtype; inside autocast also f32 (the scores'
+     * sum with it is f32 there, as tg_add's of a half and an f32) */
+    if (m && m->dtype != TG_U8 && m->dtype != dt && !(in_amp && m->dtype == TG_F32))
+        return false;
     if (tg_grad_enabled() &&
         (tg_tensor_requires_grad(q) || tg_tensor_requires_grad(k) ||
          tg_tensor_requires_grad(v) || (m && tg_tensor_requires_grad(m))))
@@ -103,7 +115,7 @@ typedef struct fast_job {
     operand q, k, v;
     /* the mask (mbase NULL: none), broadcast by zero strides */
     const char *mbase;
-    bool mu8;
+    bool mu8, mf32;   /* mf32: an f32 mask on half scores (inside autocast) */
     int64_t mls[2], mrs, mcs;
     /* the output (B, L, Ev): matrix b's row i at out + ols[.] + i ors,
      * unit-stride columns */
@@ -140,6 +152,7 @@ static void mask_of(fast_job *j, const tg_tensor *m, int nd)
         st[nd - i] = m->shape[m->ndim - i] == 1 ? 0 : m->strides[m->ndim - i];
     j->mbase = (const char *)m->storage->data + m->offset * (int64_t)tg_dtype_size(m->dtype);
     j->mu8 = m->dtype == TG_U8;
+    j->mf32 = m->dtype == TG_F32 && tg__dtype_is_half(j->dt);
     j->mls[0] = nd > 2 ? st[0] : 0;
     j->mls[1] = nd > 3 ? st[1] : 0;
     j->mrs = st[nd - 2];
@@ -300,7 +313,8 @@ static void weights_to_half(const fast_job *j, const double *e, float *row, uint
 
 /* Row `row` (query l of matrix b) as the taped half path has it: the
  * product's f32 sum rounded to the dtype; -inf where a u8 mask is set, or
- * the mask added in f32 and rounded; softmax in double rounded once to the
+ * the mask added in f32 and rounded (an f32 mask: not rounded, the sum
+ * tg_add gives of a half and an f32); softmax in double rounded once to the
  * dtype.  The softmax is the f32 rows' (src/ops/softmax_rows.c: the
  * vectorized exp, within a few 1e-16 of the libm exp of the taped half
  * softmax, eight partial sums where that one keeps one, times 1 / sum):
@@ -316,6 +330,9 @@ static void half_row(const fast_job *j, float *row, int64_t b, int64_t l, double
         const uint8_t *mu = (const uint8_t *)j->mbase + lead_off(j, j->mls, b) + l * j->mrs;
         for (int64_t c = 0; c < S; c++)
             if (mu[c * mcs]) row[c] = -INFINITY;
+    } else if (j->mbase && j->mf32) {   /* the half scores plus f32: an f32 sum */
+        const float *mf = (const float *)j->mbase + lead_off(j, j->mls, b) + l * j->mrs;
+        for (int64_t c = 0; c < S; c++) row[c] += mf[c * mcs];
     } else if (j->mbase) {
         const uint16_t *mh = (const uint16_t *)j->mbase + lead_off(j, j->mls, b) + l * j->mrs;
         for (int64_t c = 0; c < S; c++)

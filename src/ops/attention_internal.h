@@ -17,16 +17,21 @@
  * gradient is recorded (grad mode off, or none of q, k, v and the mask
  * requires one), q, k and v of one float dtype (f32, f64, bf16 or f16; a
  * float mask of their dtype), outside autocast or of its dtype (bf16 or
- * f16), every extent >= 1, and the environment variable TG_ATTENTION_FAST
- * is not "0". */
+ * f16; inside autocast a float mask may also be f32), every extent >= 1,
+ * and the environment variable TG_ATTENTION_FAST is not "0". */
 bool tg__attention_fast_applies(const tg_tensor *q, const tg_tensor *k, const tg_tensor *v,
                                 const tg_attention_opts *o);
+/* The same for q, k and v that reach the kernel in dtype dt: q's own, or
+ * inside autocast of the half dtype dt, f32 that the caller casts to dt
+ * first, as autocast's products would (MultiheadAttention's projections). */
+bool tg__attention_fast_applies_as(const tg_tensor *q, const tg_tensor *k, const tg_tensor *v,
+                                   const tg_attention_opts *o, tg_dtype dt);
 
 /* *out (new, contiguous, (..., L, Ev)) = softmax(q / sqrt(E) @ k^T + mask)
  * @ v without a tape and without the (..., L, S) weights: blocks of query
- * rows per matrix on the thread pool.  mask NULL, u8 (nonzero: -inf) or of
- * q's dtype, broadcast to (..., L, S).  Only after
- * tg__attention_fast_applies; TG_ENOMEM otherwise. */
+ * rows per matrix on the thread pool.  mask NULL, u8 (nonzero: -inf), of
+ * q's dtype or (half q inside autocast) f32, broadcast to (..., L, S).
+ * Only after tg__attention_fast_applies; TG_ENOMEM otherwise. */
 int tg__attention_fast(tg_tensor **out, tg_tensor *q, tg_tensor *k, tg_tensor *v,
                        tg_tensor *mask);
 
