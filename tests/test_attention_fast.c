@@ -186,7 +186,8 @@ Test(attention_fast, taken_only_without_gradient_weights_or_dropout)
     tg_tensor *q = th_rand_tensor(&seed, TG_F32, 3, (int64_t[]){2, 4, 8}, -1, 1);
     tg_tensor *k = th_rand_tensor(&seed, TG_F32, 3, (int64_t[]){2, 5, 8}, -1, 1);
     tg_tensor *v = th_rand_tensor(&seed, TG_F32, 3, (int64_t[]){2, 5, 8}, -1, 1);
-    tg_tensor *y = NULL, *w = NULL, *qh = NULL, *kh = NULL, *vh = NULL;
+    tg_tensor *y = NULL, *w = NULL, *qh = NULL, *kh = NULL, *vh = NULL, *qd = NULL, *kd = NULL,
+              *vd = NULL;
     bool took;
     y = sdpa(true, q, k, v, NULL, &took);   /* grad mode on, nothing requires grad */
     cr_assert(took, "no input requires grad: the fused path is due");
@@ -232,14 +233,22 @@ Test(attention_fast, taken_only_without_gradient_weights_or_dropout)
     tg_tensor_release(y);
     OK(tg_autocast_begin(TG_BF16));
     y = sdpa(true, q, k, v, NULL, &took);
-    cr_assert(took == false, "inside autocast: the taped path");
+    cr_assert(took, "f32 inside autocast: the fused path, cast to bf16, is due");
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_BF16), "f32 inside autocast: a bf16 output");
     tg_tensor_release(y);
     y = sdpa(true, qh, kh, vh, NULL, &took);
-    cr_assert(took == false, "f16 inside autocast: the taped path");
+    cr_assert(took == false, "f16 inside autocast of bf16: the taped path");
+    tg_tensor_release(y);
+    OK(tg_to_dtype(&qd, q, TG_F64));
+    OK(tg_to_dtype(&kd, k, TG_F64));
+    OK(tg_to_dtype(&vd, v, TG_F64));
+    y = sdpa(true, qd, kd, vd, NULL, &took);
+    cr_assert(took == false, "f64 inside autocast (not cast): the taped path");
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_F64));
     tg_tensor_release(y);
     OK(tg_autocast_end());
     tg_no_grad_end();
-    th_release_all(6, (tg_tensor *[]){q, k, v, qh, kh, vh});
+    th_release_all(9, (tg_tensor *[]){q, k, v, qh, kh, vh, qd, kd, vd});
 }
 
 /* ---- the modules' eval forwards ---- */

@@ -135,13 +135,16 @@ static const sdpa_case cases[] = {
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
-/* Case c in dtype dt: the fused path taken, its output the taped one's
- * within the bound; returns the elements that differ (*n: all of them). */
-static int64_t check_case(const sdpa_case *c, tg_dtype dt, uint64_t seed, int64_t *n)
+/* Case c computed in dtype dt, its inputs and float mask of dtype in (dt,
+ * or f32 inside autocast of dt; in_dt): the fused path taken, its output the taped
+ * one's within the bound; returns the elements that differ (*n: all of
+ * them). */
+static int64_t check_case(const sdpa_case *c, tg_dtype dt, tg_dtype in_dt, uint64_t seed,
+                          int64_t *n)
 {
     tg_tensor *q, *k, *v;
     tg_attention_opts o;
-    case_inputs(c, dt, &seed, &q, &k, &v, &o);
+    case_inputs(c, in_dt, &seed, &q, &k, &v, &o);
     bool fast_took, taped_took;
     tg_tensor *y = sdpa(true, q, k, v, &o, &fast_took);
     tg_tensor *want = sdpa(false, q, k, v, &o, &taped_took);
@@ -173,12 +176,12 @@ static int64_t check_case(const sdpa_case *c, tg_dtype dt, uint64_t seed, int64_
     return differ;
 }
 
-/* Every case in dtype dt with 1 and 2 threads: within the bound, and at
- * most 0.1% of the elements not the taped path's bits (the two differ only
- * where an f32 sum's order moves a rounding); on the avx512 and amx
- * kernels, whose bits do not depend on the rows of C, none where both
- * products take the kernel (E, S and Ev >= 32). */
-static void sweep(tg_dtype dt, uint64_t seed)
+/* Every case in dtype dt (inputs of dtype in_dt) with 1 and 2 threads: within
+ * the bound, and at most 0.1% of the elements not the taped path's bits
+ * (the two differ only where an f32 sum's order moves a rounding); on the
+ * avx512 and amx kernels, whose bits do not depend on the rows of C, none
+ * where both products take the kernel (E, S and Ev >= 32). */
+static void sweep_as(tg_dtype dt, tg_dtype in_dt, uint64_t seed)
 {
     tg_no_grad_begin();
     for (int t = 1; t <= 2; t++) {
@@ -186,7 +189,7 @@ static void sweep(tg_dtype dt, uint64_t seed)
         int64_t differ = 0, all = 0;
         for (int i = 0; i < N_CASES; i++) {
             int64_t n = 0;
-            const int64_t d = check_case(&cases[i], dt, seed + (uint64_t)i, &n);
+            const int64_t d = check_case(&cases[i], dt, in_dt, seed + (uint64_t)i, &n);
             const sdpa_case *c = &cases[i];
             if (dt == TG_BF16 && tg_bf16_kernel_get() > TG_BF16_KERNEL_PORTABLE && c->E >= 32 &&
                 c->S >= 32 && c->Ev >= 32)
@@ -204,6 +207,8 @@ static void sweep(tg_dtype dt, uint64_t seed)
     tg_no_grad_end();
     OK(tg_set_num_threads(2));
 }
+
+static void sweep(tg_dtype dt, uint64_t seed) { sweep_as(dt, dt, seed); }
 
 Test(attention_fast_half, bf16_portable_kernel_matches_taped_path)
 {
@@ -245,8 +250,7 @@ Test(attention_fast_half, every_exp_width_matches_the_taped_path)
 
 /* Inside autocast of bf16 (f16) with q, k, v and the masks already bf16
  * (f16): the fused path, the taped path's bits there as above (softmax an
- * f32 op, its weights rounded to f32 and then to the dtype); f32 inputs
- * inside autocast keep the taped path (tests/test_attention_fast.c). */
+ * f32 op, its weights rounded to f32 and then to the dtype). */
 Test(attention_fast_half, inside_autocast_of_the_inputs_dtype)
 {
     use_kernel(TG_BF16_KERNEL_AVX512);
@@ -255,6 +259,30 @@ Test(attention_fast_half, inside_autocast_of_the_inputs_dtype)
     OK(tg_autocast_end());
     OK(tg_autocast_begin(TG_F16));
     sweep(TG_F16, 800);
+    OK(tg_autocast_end());
+}
+
+/* Inside autocast of bf16 (each bf16 kernel this CPU runs) and of f16
+ * with f32 q, k, v and float masks: the fused path on k and v cast to the
+ * dtype and q divided in f32 and then cast, as the taped path's products
+ * cast them; its output in the dtype, within the bound of the taped one's
+ * and mostly its bits. */
+Test(attention_fast_half, f32_inputs_inside_autocast)
+{
+    const tg_bf16_kernel kernels[2] = {TG_BF16_KERNEL_PORTABLE, TG_BF16_KERNEL_AVX512};
+    for (int i = 0; i < 2; i++) {
+        if (!tg_bf16_kernel_available(kernels[i])) {
+            cr_log_warn("the %s bf16 kernel is not run: this CPU lacks its instructions%s",
+                        tg_bf16_kernel_name(kernels[i]), th_isa_bound_note());
+            continue;
+        }
+        use_kernel(kernels[i]);
+        OK(tg_autocast_begin(TG_BF16));
+        sweep_as(TG_BF16, TG_F32, 900 + (uint64_t)i);
+        OK(tg_autocast_end());
+    }
+    OK(tg_autocast_begin(TG_F16));
+    sweep_as(TG_F16, TG_F32, 910);
     OK(tg_autocast_end());
 }
 

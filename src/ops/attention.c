@@ -137,7 +137,11 @@ int tg_scaled_dot_product_attention(tg_tensor **out, tg_tensor **weights, tg_ten
     TG_TRY(check_args(q, k, v, &o));
     tg_tensor *y = NULL, *w = NULL;
     tg__lib_enter();
-    int rc = !weights && tg__attention_fast_applies(q, k, v, &o)
+    tg_dtype amp;   /* inside autocast of a half dtype, f32 q, k, v go fused cast to it */
+    const bool cast = !weights && tg_autocast_active(&amp) && q->dtype == TG_F32 &&
+                      tg__attention_fast_applies_as(q, k, v, &o, amp);
+    int rc = cast ? tg__attention_fast_cast(&y, q, k, v, o.attn_mask, amp)
+             : !weights && tg__attention_fast_applies(q, k, v, &o)
                  ? tg__attention_fast(&y, q, k, v, o.attn_mask)
                  : attention(&y, weights ? &w : NULL, q, k, v, &o);
     tg__lib_leave();

@@ -100,6 +100,7 @@ typedef struct operand {
 
 typedef struct fast_job {
     tg_dtype dt;                 /* TG_F32, TG_F64, TG_BF16 or TG_F16 */
+    bool q_f32;                  /* a half dt with f32 q (inside autocast) */
     tg__exp_width exp;           /* the f32 rows' exp's width */
     /* half dtypes: the bf16 kernel of q k^T and of p v (AUTO: sgemm), and
      * whether k (v) goes to it as bf16 bits, read in place */
@@ -353,9 +354,16 @@ static void run_block_half(const fast_job *j, int64_t u, float *qs, float *sc, d
     const int64_t b = u / j->nqb, r0 = u % j->nqb * j->rows;
     const int64_t n = r0 + j->rows <= j->L ? j->rows : j->L - r0;
     const int64_t S = j->S, E = j->E, Ev = j->Ev;
-    const uint16_t *qb = (const uint16_t *)j->q.base + lead_off(j, j->q.ls, b) + r0 * j->q.rs;
-    tg__half_to_f32_rows(j->dt, qb, j->q.rs, qs, E, n, E);
-    for (int64_t i = 0; i < n * E; i++) qs[i] = (float)((double)qs[i] / j->scale);
+    const int64_t qoff = lead_off(j, j->q.ls, b) + r0 * j->q.rs;
+    if (j->q_f32)   /* f32 q divided in f32 (tg_div_scalar's), then cast */
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t c = 0; c < E; c++)
+                qs[i * E + c] = (float)((double)((const float *)j->q.base)[qoff + i * j->q.rs + c] /
+                                        j->scale);
+    else
+        tg__half_to_f32_rows(j->dt, (const uint16_t *)j->q.base + qoff, j->q.rs, qs, E, n, E);
+    if (!j->q_f32)
+        for (int64_t i = 0; i < n * E; i++) qs[i] = (float)((double)qs[i] / j->scale);
     for (int64_t i = 0; i < n; i++) round_row(j->dt, qs + i * E, hs->h, E);
     const void *kp = (const uint16_t *)j->k.base + lead_off(j, j->k.ls, b);
     if (!j->bits_k) {
@@ -442,11 +450,13 @@ int tg__attention_fast_into(tg_tensor *y, tg_tensor *q, tg_tensor *k, tg_tensor 
                             tg_tensor *mask)
 {
     const int nd = q->ndim;
-    TG_ASSERT(y->ndim == nd && y->dtype == q->dtype && out_fits(y));
-    fast_job j = {.dt = q->dtype, .exp = tg__exp_width_get(),
+    TG_ASSERT(y->ndim == nd && y->dtype == k->dtype && v->dtype == k->dtype && out_fits(y));
+    TG_ASSERT(q->dtype == k->dtype || (q->dtype == TG_F32 && tg__dtype_is_half(k->dtype)));
+    fast_job j = {.dt = k->dtype, .q_f32 = q->dtype != k->dtype, .exp = tg__exp_width_get(),
                   .lead1 = nd > 3 ? q->shape[1] : 1, .L = q->shape[nd - 2],
                   .S = k->shape[nd - 2], .E = q->shape[nd - 1], .Ev = v->shape[nd - 1]};
-    j.scale = tg__scalar_in_dtype(j.dt, sqrt((double)j.E));   /* as tg_div_scalar takes it */
+    /* as tg_div_scalar takes it for q */
+    j.scale = tg__scalar_in_dtype(q->dtype, sqrt((double)j.E));
     j.amp = tg_autocast_active(NULL);
     if (j.dt == TG_BF16) {   /* the kernels the taped path's two products take */
         const tg_bf16_kernel kern = tg_bf16_kernel_get();
@@ -488,7 +498,7 @@ int tg__attention_fast(tg_tensor **out, tg_tensor *q, tg_tensor *k, tg_tensor *v
     int64_t shape[TG_MAX_DIMS];
     memcpy(shape, q->shape, sizeof(int64_t) * (size_t)q->ndim);
     shape[q->ndim - 1] = v->shape[v->ndim - 1];
-    tg_tensor *y = tg__tensor_uninit(q->dtype, q->ndim, shape);
+    tg_tensor *y = tg__tensor_uninit(k->dtype, q->ndim, shape);
     if (!y) return TG_ENOMEM;
     const int rc = tg__attention_fast_into(y, q, k, v, mask);
     if (rc < 0) {
@@ -497,4 +507,16 @@ int tg__attention_fast(tg_tensor **out, tg_tensor *q, tg_tensor *k, tg_tensor *v
     }
     *out = y;
     return TG_OK;
+}
+
+int tg__attention_fast_cast(tg_tensor **out, tg_tensor *q, tg_tensor *k, tg_tensor *v,
+                            tg_tensor *mask, tg_dtype dt)
+{
+    tg_tensor *kc = NULL, *vc = NULL;
+    int rc = tg_to_dtype(&kc, k, dt);
+    if (rc >= 0) rc = v == k ? ((vc = tg_tensor_retain(kc)), TG_OK) : tg_to_dtype(&vc, v, dt);
+    if (rc >= 0) rc = tg__attention_fast(out, q, kc, vc, mask);
+    tg_tensor_release(kc);
+    tg_tensor_release(vc);
+    return rc;
 }

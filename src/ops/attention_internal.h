@@ -35,13 +35,21 @@ bool tg__attention_fast_applies_as(const tg_tensor *q, const tg_tensor *k, const
 int tg__attention_fast(tg_tensor **out, tg_tensor *q, tg_tensor *k, tg_tensor *v,
                        tg_tensor *mask);
 
-/* The same written into y (..., L, Ev) of q's dtype and rank, which may be
- * a strided view: its last dim unit-stride, its rows at least Ev apart
+/* The same written into y (..., L, Ev) of k's dtype (q's, or with f32 q
+ * the half dtype of k and v) and q's rank, which may be a strided view:
+ * its last dim unit-stride, its rows at least Ev apart
  * (a GEMM's leading dim) and not overlapping, so that a caller can have the
  * heads land where the next product reads them.  y's storage is written in
  * place (its version is not bumped: for tensors the caller just made). */
 int tg__attention_fast_into(tg_tensor *y, tg_tensor *q, tg_tensor *k, tg_tensor *v,
                             tg_tensor *mask);
+
+/* tg__attention_fast for f32 q, k and v inside autocast of the half dtype
+ * dt, as the taped path there computes it: k and v cast to dt, q divided
+ * by sqrt(E) in f32 and then cast (the products' casts), the output in dt.
+ * Only after tg__attention_fast_applies_as(q, k, v, o, dt). */
+int tg__attention_fast_cast(tg_tensor **out, tg_tensor *q, tg_tensor *k, tg_tensor *v,
+                            tg_tensor *mask, tg_dtype dt);
 
 /* The number of tg__attention_fast and tg__attention_fast_into calls that this thread has made. */
 uint64_t tg__attention_fast_calls(void);
