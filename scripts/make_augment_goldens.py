@@ -51,6 +51,13 @@ f64 (C), and rotx<k>.y = F.rotate(x, angle, mode, expand, center, fills),
 whose size is the expanded one with expand; mode the metadata
 rotx<k>.interpolation.  All these outputs have at most 66 pixels too.
 
+Affine transforms about a given centre: for k < the metadata "affc.cases",
+tensors affc<k>.x (C, H, W), affc<k>.params, f64 (angle, tx, ty, scale,
+shear_x, shear_y, center x, center y), affc<k>.fills, f64 (C), and
+affc<k>.y = F.affine(x, angle, [tx, ty], scale, [shear_x, shear_y], mode,
+fill=fills, center=[cx, cy]), what T.RandomAffine(..., center=[cx, cy])
+does when get_params returns those; mode the metadata affc<k>.interpolation.
+
 Negative padding: tensor negpad.x, T.ToTensor of the plain byte pattern
 (3, 6, 7, seed 47) without the grey pixels; for k < the metadata
 "negpad.cases", negpad<k>.padding, i64 (left, top, right, bottom), and
@@ -170,6 +177,14 @@ AFFINES = [
     (image(1, 6, 6, 49), -20.0, (1, -1), 1.1, (5.0, 5.0), 0.3, "bilinear"),
     (image(1, 6, 6, 49), 75.0, (0, 1), 0.95, (0.0, -40.0), 0.6, "nearest"),
 ]
+# (image, angle, (tx, ty), scale, (shear_x, shear_y), center, fill, mode)
+AFFCS = [
+    (AFF_RGB, 30.0, (0, 0), 1.0, (0.0, 0.0), [2, 3], 0.0, "bilinear"),
+    (AFF_RGB, -45.0, (1, -1), 0.9, (10.0, 0.0), [0, 0], 0.3, "nearest"),
+    (AFF_RGB, 100.0, (0, 2), 1.2, (-15.0, 20.0), [8.5, 1.25], 0.7, "bilinear"),
+    (AFF_RGB, 0.0, (-2, 0), 1.4, (0.0, 0.0), [6, 5], [0.1, 0.5, 0.9], "bilinear"),
+    (image(1, 6, 6, 49), 63.0, (1, 1), 0.8, (25.0, -10.0), [-1.5, 7], 0.8, "nearest"),
+]
 # (image, angle, center or None, expand, fill, mode)
 ROTX_RGB = image(3, 4, 5, 50)
 ROTXS = [
@@ -261,6 +276,19 @@ def main():
                     (p + "y", y.contiguous())]
         meta[p + "interpolation"] = mode
     meta["rotx.cases"] = str(len(ROTXS))
+    for k, (x, angle, tr, scale, shear, center, fill, mode) in enumerate(AFFCS):
+        assert x.shape[1] * x.shape[2] * 6 < 400
+        fills = fill if isinstance(fill, list) else [fill] * x.shape[0]
+        y = F.affine(x, angle, list(tr), scale, list(shear), MODES[mode], fill=fills,
+                     center=center)
+        p = "affc%d." % k
+        params = [angle, tr[0], tr[1], scale, shear[0], shear[1], center[0], center[1]]
+        tensors += [(p + "x", x.contiguous()),
+                    (p + "params", torch.tensor(params, dtype=torch.float64)),
+                    (p + "fills", torch.tensor(fills, dtype=torch.float64)),
+                    (p + "y", y.contiguous())]
+        meta[p + "interpolation"] = mode
+    meta["affc.cases"] = str(len(AFFCS))
     tensors.append(("negpad.x", NEG_IMAGE.contiguous()))
     for k, padding in enumerate(NEG_PADDINGS):
         p = "negpad%d." % k

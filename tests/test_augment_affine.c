@@ -1,7 +1,8 @@
 /* tests/test_augment_affine.c - the loader's T.RandomAffine: F.affine with
  * fixed parameters against torchvision 0.14
- * (scripts/make_augment_goldens.py), the documented draws beside the
- * others, resumption and shards, and the refusals. */
+ * (scripts/make_augment_goldens.py), about the middle and about a given
+ * centre, the documented draws beside the others, resumption and shards,
+ * and the refusals. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -39,6 +40,33 @@ Test(augment, affines_are_torchvision_affine)
     tg_st_free(g);
 }
 
+/* Each golden F.affine about a given centre, bit for bit: the matrix of
+ * the loader's options (tg__affine_matrix) with that centre. */
+Test(augment, affines_about_a_centre_are_torchvision_affine)
+{
+    tg_st_file *g = th_golden_load("augment.safetensors");
+    const int n = atoi(meta(g, "affc.cases", 0));
+    cr_assert(n > 0);
+    for (int k = 0; k < n; k++) {
+        const golden_case gc = golden_case_at(g, "affc", k);
+        const double *p = gc.params;
+        const float *want = tg_tensor_cdata(gc.y);
+        const int64_t c = gc.c, h = gc.h, w = gc.w;
+        tg_augment_options o = TG_AUGMENT_OPTIONS_INIT;
+        o.affine = o.affine_has_center = true;
+        o.affine_center[0] = p[6];
+        o.affine_center[1] = p[7];
+        float *v = malloc((size_t)(c * h * w) * sizeof *v);
+        double m[6];
+        tg__affine_matrix(m, &o, h, w, p[0], p + 1, p[3], p + 4);
+        tg__grid_transform(v, tg_tensor_cdata(gc.x), c, h, w, h, w, m, gc.mode, gc.fill);
+        cr_assert(same_bits(v, want, c * h * w), "case %d: max diff %g", k,
+                  max_diff(v, want, c * h * w));
+        free(v);
+    }
+    tg_st_free(g);
+}
+
 /* Python's round: half to even. */
 static double round_even(double v)
 {
@@ -63,6 +91,52 @@ static tg_augment_options affine_options(int shear_values)
     if (shear_values == 1) o.affine_shear[0] = 10;   /* x in [-10, 10] */
     o.affine_fill = 0.4;
     return o;
+}
+
+/* The loader's RandomAffine with affine_center: each sample is F.affine of
+ * its draw (tg__affine_draw, the documented draw above) about that point,
+ * (x - W/2, y - H/2) from the middle, and not the map about the middle. */
+Test(augment, affine_about_a_centre_in_the_loader)
+{
+    enum { N = 6, C = 3, H = 7, W = 9 };
+    tg_dataset *ds = pattern_dataset(N, C, H, W, 8);
+    tg_augment_options o = affine_options(4);
+    o.affine_has_center = true;
+    o.affine_center[0] = 1.5;
+    o.affine_center[1] = 6;
+    run r[2] = {{0}, {0}};
+    for (int k = 0; k < 2; k++) {
+        tg_loader *ld;
+        tg_loader_options lo = {N, false, 9, false};
+        OK(tg_loader_new(&ld, ds, &lo));
+        OK(tg_loader_set_augment(ld, k ? &o : NULL));
+        OK(tg_loader_reset(ld, 1));
+        drain(&r[k], ld);
+        tg_loader_free(ld);
+    }
+    const int64_t per = C * H * W;
+    cr_assert(eq(i64, r[1].n, N * per));
+    float want[C * H * W], middle[C * H * W];
+    const float fill[C] = {0.4f, 0.4f, 0.4f};
+    int moved = 0;
+    for (int64_t i = 0; i < N; i++) {
+        double angle, t[2], scale, shear[2], m[6];
+        tg__affine_draw(&o, 9, 1, r[0].labels[i], H, W, &angle, t, &scale, shear);
+        tg__affine_inverse(m, (const double[2]){1.5 - W * 0.5, 6 - H * 0.5}, angle, t, scale,
+                           shear);
+        tg__grid_transform(want, r[0].x + i * per, C, H, W, H, W, m, o.affine_interpolation,
+                           fill);
+        cr_assert(same_bits(want, r[1].x + i * per, per), "sample %lld: max diff %g",
+                  (long long)i, max_diff(want, r[1].x + i * per, per));
+        tg__affine_inverse(m, (const double[2]){0, 0}, angle, t, scale, shear);
+        tg__grid_transform(middle, r[0].x + i * per, C, H, W, H, W, m, o.affine_interpolation,
+                           fill);
+        moved += !same_bits(middle, want, per);
+    }
+    cr_assert(eq(int, moved, N), "the centre changed %d of %d samples", moved, N);
+    run_free(&r[0]);
+    run_free(&r[1]);
+    tg_dataset_release(ds);
 }
 
 /* With a crop, flips and a rotation: each sample is F.affine, with its
@@ -233,7 +307,8 @@ Test(augment, affine_refusals)
         "affine_translate[1]", "affine_translate[0]", "affine_scale", "affine_scale",
         "affine_scale", "affine_scale", "affine_shear_values", "affine_shear_values",
         "affine_shear[0]", "affine_shear[0]", "affine_shear[0..1]", "affine_shear[2..3]",
-        "affine_shear[2..3]", "affine_interpolation", "affine_fill",
+        "affine_shear[2..3]", "affine_interpolation", "affine_fill", "affine_center",
+        "affine_center", "affine must be true",
     };
     const int cases = (int)(sizeof names / sizeof names[0]);
     for (int i = 0; i < cases; i++) {
@@ -257,7 +332,10 @@ Test(augment, affine_refusals)
         case 15: o.affine_shear_values = 4; o.affine_shear[3] = 0; break;
         case 16: o.affine_shear_values = 4; o.affine_shear[2] = INFINITY; break;
         case 17: o.affine_interpolation = TG_RESIZE_BICUBIC; break;
-        default: o.affine_fill = NAN; break;
+        case 18: o.affine_fill = NAN; break;
+        case 19: o.affine_has_center = true; o.affine_center[0] = NAN; break;
+        case 20: o.affine_has_center = true; o.affine_center[1] = -INFINITY; break;
+        default: o.affine = false; o.affine_has_center = true; break;
         }
         char what[32];
         snprintf(what, sizeof what, "case %d", i);

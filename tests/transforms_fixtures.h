@@ -58,12 +58,12 @@ void drain(run *r, tg_loader *ld);
 
 /* The fields of tg_augment_options after pad_if_needed (ColorJitter,
  * RandomResizedCrop, RandomRotation, fills, RandomAffine, the rotation's
- * expand and center, ColorJitter's ranges), all off, for initializers that
- * list every field. */
+ * expand and center, ColorJitter's ranges, the affine map's center), all
+ * off, for initializers that list every field. */
 #define AUG_NEW_OFF                                                                    \
     0, 0, 0, 0, {0, 0}, {0, 0}, {0, 0}, TG_RESIZE_BILINEAR, {0, 0}, TG_RESIZE_NEAREST, 0, \
         0, NULL, false, {0, 0}, {0, 0}, {0, 0}, 0, {0, 0, 0, 0}, TG_RESIZE_NEAREST, 0, false, \
-        false, {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}
+        false, {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}, false, {0, 0}
 
 /* ImageNet's mean and std, T.Normalize's usual numbers. */
 extern const double MEAN3[3], STD3[3];

@@ -248,7 +248,7 @@ TG_API int tg_loader_set_shard(tg_loader *ld, int rank, int world_size);
  *                               center=rotation_center, fill=rotation_fill),
  *              T.RandomAffine(affine_degrees, affine_translate, affine_scale,
  *                             affine_shear, affine_interpolation,
- *                             fill=affine_fill),
+ *                             fill=affine_fill, center=affine_center),
  *              T.ColorJitter(brightness, contrast, saturation, hue),
  *              T.Normalize(mean, std)])
  * (or T.RandomResizedCrop(rrc_size, rrc_scale, rrc_ratio,
@@ -325,6 +325,9 @@ typedef struct tg_augment_options {
     double contrast_range[2];   /* likewise */
     double saturation_range[2]; /* likewise */
     double hue_range[2];        /* -0.5 <= lo <= hi <= 0.5; {0, 0}: off */
+    /* T.RandomAffine's center */
+    bool affine_has_center;     /* affine_center given (else the middle) */
+    double affine_center[2];    /* (x, y) in pixels from the top-left corner */
 } tg_augment_options;
 
 #define TG_AUGMENT_OPTIONS_INIT                                                   \
@@ -332,7 +335,7 @@ typedef struct tg_augment_options {
      0, 0, 0, 0, {0, 0}, {0.08, 1.0}, {3.0 / 4.0, 4.0 / 3.0}, TG_RESIZE_BILINEAR,  \
      {0, 0}, TG_RESIZE_NEAREST, 0, 0, NULL, false, {0, 0}, {0, 0}, {0, 0}, 0,          \
      {0, 0, 0, 0}, TG_RESIZE_NEAREST, 0, false, false, {0, 0}, {0, 0}, {0, 0}, {0, 0}, \
-     {0, 0}}
+     {0, 0}, false, {0, 0}}
 
 /* Sets ld's augmentation (NULL: none, the default).  The padding modes are
  * torchvision's 'constant', 'reflect' (each padding < the side it pads),
@@ -367,8 +370,9 @@ typedef struct tg_augment_options {
  * rotation_center (x, y), torchvision's center; rotation_expand gives the
  * batch F.rotate's expanded size, which only one angle (rotation[0] ==
  * rotation[1]) keeps the same for every sample.  RandomAffine (affine
- * true) is T.RandomAffine's get_params and the tensor F.affine (center
- * None) through the rotation's grid and grid_sample, the size kept;
+ * true) is T.RandomAffine's get_params and the tensor F.affine through
+ * the rotation's grid and grid_sample, the size kept, about the middle or
+ * with affine_has_center about affine_center (x, y), torchvision's center;
  * affine_shear_values 1 draws an x shear in [-s0, s0], 2 in [s0, s1], 4
  * also a y shear in [s2, s3].  ColorJitter's *_range {lo, hi} replaces
  * its number ({0, 0}: unset; {1, 1}, hue's {0, 0}: off, as torchvision's
@@ -396,7 +400,8 @@ typedef struct tg_augment_options {
  * finite with 0 < lo <= hi, affine_shear_values not 0, 1, 2 or 4, a
  * negative or non-finite single shear, a shear range not finite or lo >
  * hi, affine_interpolation not NEAREST or BILINEAR, affine_fill not
- * finite; a ColorJitter range beside its number, not finite, or not 0 <=
+ * finite, affine_center not finite, affine_has_center without affine; a
+ * ColorJitter range beside its number, not finite, or not 0 <=
  * lo <= hi (hue -0.5 <= lo <= hi <= 0.5); fill_channels not 0, 1 or C,
  * fills NULL with it or a value not finite.  TG_ESHAPE when the crop is
  * larger than the padded image without pad_if_needed, as torchvision's

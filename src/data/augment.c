@@ -440,7 +440,7 @@ static int grid_transforms(const tg__augment *a, const tg_dataset *ds, tg_tensor
         if (affine) {
             double angle, t[2], scale, shear[2];
             tg__affine_draw(&a->o, seed, epoch, ids[i], h, w, &angle, t, &scale, shear);
-            tg__affine_inverse(m, (const double[2]){0.0, 0.0}, angle, t, scale, shear);
+            tg__affine_matrix(m, &a->o, h, w, angle, t, scale, shear);
             mode = a->o.affine_interpolation;
         } else {
             double u = tg__augment_uniform(seed, epoch, ids[i], TG__AUG_ROTATE_SLOT);

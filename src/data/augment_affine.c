@@ -34,6 +34,9 @@ static int check_shear(const tg_augment_options *o)
 int tg__affine_check(const tg_augment_options *o, bool *on)
 {
     *on = o->affine;
+    TG_CHECK(*on || !o->affine_has_center, TG_EINVAL,
+             "loader_set_augment: affine_center is for RandomAffine; affine must be true with "
+             "it");
     if (!*on) return TG_OK;
     const double *d = o->affine_degrees, *t = o->affine_translate, *s = o->affine_scale;
     TG_CHECK(range_ok(d), TG_EINVAL, "loader_set_augment: affine_degrees={%g, %g} must be "
@@ -51,7 +54,19 @@ int tg__affine_check(const tg_augment_options *o, bool *on)
              "TG_RESIZE_BILINEAR", (int)m);
     TG_CHECK(isfinite(o->affine_fill), TG_EINVAL,
              "loader_set_augment: affine_fill=%g must be finite", o->affine_fill);
+    const double *c = o->affine_center;
+    TG_CHECK(!o->affine_has_center || (isfinite(c[0]) && isfinite(c[1])), TG_EINVAL,
+             "loader_set_augment: affine_center={%g, %g} must be finite", c[0], c[1]);
     return TG_OK;
+}
+
+void tg__affine_matrix(double m[6], const tg_augment_options *o, int64_t h, int64_t w,
+                       double angle, const double translate[2], double scale,
+                       const double shear[2])
+{
+    double center[2];
+    tg__augment_center(center, o->affine_has_center, o->affine_center, h, w);
+    tg__affine_inverse(m, center, angle, translate, scale, shear);
 }
 
 /* lo + u (hi - lo) with the uniform of slot TG__AUG_AFFINE_SLOT + k. */

@@ -80,6 +80,13 @@ int tg__rotate_check(const tg_augment_options *o, const int64_t hw[2], bool *on)
 void tg__affine_inverse(double m[6], const double center[2], double angle,
                         const double translate[2], double scale, const double shear[2]);
 
+/* The center argument of tg__affine_inverse for an (h, w) image: with
+ * given, the point xy (x, y) in pixels from the top-left corner (F.rotate's
+ * and F.affine's center: (c - s * 0.5) of each); else the image's centre,
+ * (0, 0). */
+void tg__augment_center(double center[2], bool given, const double xy[2], int64_t h,
+                        int64_t w);
+
 /* F.rotate's matrix for angle (degrees, counter-clockwise) on an (h, w)
  * image about o's rotation_center (the image's centre without one). */
 void tg__rotate_matrix(double m[6], const tg_augment_options *o, int64_t h, int64_t w,
@@ -107,6 +114,13 @@ void tg__rotate(float *dst, const float *src, int64_t c, int64_t h, int64_t w, d
 /* The rules of tg_loader_set_augment for o's RandomAffine; whether it is
  * on into *on. */
 int tg__affine_check(const tg_augment_options *o, bool *on);
+
+/* F.affine's inverse matrix on an (h, w) image for the draw (angle,
+ * translate, scale, shear), about o's affine_center (the image's centre
+ * without one). */
+void tg__affine_matrix(double m[6], const tg_augment_options *o, int64_t h, int64_t w,
+                       double angle, const double translate[2], double scale,
+                       const double shear[2]);
 
 /* Sample index's T.RandomAffine.get_params on an (h, w) image: the angle,
  * the translation (whole pixels), the scale and the shear (x, y). */

@@ -68,15 +68,22 @@ void tg__affine_inverse(double m[6], const double center[2], double angle,
     m[5] += cy;
 }
 
+void tg__augment_center(double center[2], bool given, const double xy[2], int64_t h,
+                        int64_t w)
+{
+    center[0] = center[1] = 0.0;
+    if (given) {
+        /* (c - s * 0.5) for the (x, y) centre and the sizes (w, h) */
+        center[0] = xy[0] - (double)w * 0.5;
+        center[1] = xy[1] - (double)h * 0.5;
+    }
+}
+
 void tg__rotate_matrix(double m[6], const tg_augment_options *o, int64_t h, int64_t w,
                        double angle)
 {
-    double center[2] = {0.0, 0.0};
-    if (o->rotation_has_center) {
-        /* (c - s * 0.5) for the (x, y) centre and the sizes (w, h) */
-        center[0] = o->rotation_center[0] - (double)w * 0.5;
-        center[1] = o->rotation_center[1] - (double)h * 0.5;
-    }
+    double center[2];
+    tg__augment_center(center, o->rotation_has_center, o->rotation_center, h, w);
     tg__affine_inverse(m, center, -angle, (const double[2]){0.0, 0.0}, 1.0,
                        (const double[2]){0.0, 0.0});
 }
