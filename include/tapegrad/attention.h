@@ -65,10 +65,12 @@ typedef struct tg_attention_opts {
  * integer or mixed dtypes, or a mask neither u8 nor of q's dtype.  Inside
  * an autocast scope any float dtypes are taken and the products run in
  * the autocast dtype (tg_matmul's LOWER_PRECISION policy).  With weights
- * NULL, no dropout drawn (not training, or dropout_p 0), f32 or f64
- * operands outside autocast, and grad mode off or none of q, k, v and the
- * mask requiring grad, one fused kernel computes out without recording
- * anything or making the (..., L, S) weights (TG_ATTENTION_FAST=0 in the
+ * NULL, no dropout drawn (not training, or dropout_p 0), operands of one
+ * float dtype (outside autocast any; inside autocast of bf16 or f16 that
+ * dtype, or f32, cast as the products cast them), and grad mode off or
+ * none of q, k, v and the mask requiring grad, one fused kernel computes
+ * out without recording anything or making the (..., L, S) weights, with
+ * the ops' roundings (docs/autograd.md; TG_ATTENTION_FAST=0 in the
  * environment: the ops above). */
 TG_API int tg_scaled_dot_product_attention(tg_tensor **out, tg_tensor **weights, tg_tensor *q,
                                            tg_tensor *k, tg_tensor *v,
