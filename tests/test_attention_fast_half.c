@@ -271,12 +271,7 @@ Test(attention_fast_half, f32_inputs_inside_autocast)
 {
     const tg_bf16_kernel kernels[2] = {TG_BF16_KERNEL_PORTABLE, TG_BF16_KERNEL_AVX512};
     for (int i = 0; i < 2; i++) {
-        if (!tg_bf16_kernel_available(kernels[i])) {
-            cr_log_warn("the %s bf16 kernel is not run: this CPU lacks its instructions%s",
-                        tg_bf16_kernel_name(kernels[i]), th_isa_bound_note());
-            continue;
-        }
-        use_kernel(kernels[i]);
+        if (!use_kernel_if_there(kernels[i])) continue;
         OK(tg_autocast_begin(TG_BF16));
         sweep_as(TG_BF16, TG_F32, 900 + (uint64_t)i);
         OK(tg_autocast_end());
