@@ -39,6 +39,8 @@ CASES = [
     ("topk k=8 dim 1", "topk", "f32", (256, 4096), 1, 8),
     ("topk k=64 dim 1", "topk", "f32", (256, 4096), 1, 64),
     ("topk k=512 dim 1", "topk", "f32", (256, 4096), 1, 512),
+    ("topk k=8 dim 1", "topk", "bf16", (256, 4096), 1, 8),
+    ("topk k=64 dim 1", "topk", "bf16", (256, 4096), 1, 64),
     ("argmax dim 1", "argmax", "f32", (256, 4096), 1, -1),
     ("argmax dim 1", "argmax", "f32", (4096, 10), 1, -1),
     ("argmax dim 1", "argmax", "f32", (4096, 100), 1, -1),

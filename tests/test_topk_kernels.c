@@ -1,4 +1,4 @@
-/* tests/test_topk_kernels.c - topk and kthvalue of f32 rows along the
+/* tests/test_topk_kernels.c - topk and kthvalue of f32 (bf16, f16) rows along the
  * contiguous last dim with k within a quarter of the row
  * (src/ops/sort_topk.c), under each first-position kernel forced with
  * TG_FIRST_KERNEL: the indices are argsort's first k (the stable merge
@@ -46,7 +46,8 @@ static tg_tensor *tied_rows(uint64_t *s, int64_t rows, int64_t n)
 static int check_rows(tg_tensor *x, int64_t rows, int64_t n)
 {
     int cases = 0;
-    const float *xd = tg_tensor_cdata(x);
+    const char *xd = tg_tensor_cdata(x);
+    const size_t es = tg_dtype_size(tg_tensor_dtype(x));
     for (int desc = 0; desc < 2; desc++) {
         tg_tensor *order = NULL;
         OK(tg_argsort(&order, x, 1, desc));
@@ -55,14 +56,15 @@ static int check_rows(tg_tensor *x, int64_t rows, int64_t n)
             tg_tensor *v = NULL, *i = NULL, *kv = NULL, *ki = NULL;
             OK(tg_topk(&v, &i, x, k, 1, desc, true));
             if (!desc) OK(tg_kthvalue(&kv, &ki, x, k, 1, false));
-            const float *vd = tg_tensor_cdata(v);
+            const char *vd = tg_tensor_cdata(v);
             for (int64_t r = 0; r < rows; r++) {
                 for (int64_t j = 0; j < k; j++) {
                     const int64_t got = (int64_t)th_at(i, r * k + j);
                     const int64_t want = (int64_t)th_at(order, r * n + j);
                     cr_assert(eq(i64, got, want), "n %lld k %lld desc %d row %lld at %lld",
                               (long long)n, (long long)k, desc, (long long)r, (long long)j);
-                    cr_assert(memcmp(vd + r * k + j, xd + r * n + want, 4) == 0,
+                    cr_assert(memcmp(vd + (size_t)(r * k + j) * es, xd + (size_t)(r * n + want) * es,
+                                     es) == 0,
                               "value n %lld k %lld row %lld at %lld", (long long)n,
                               (long long)k, (long long)r, (long long)j);
                 }
@@ -94,6 +96,29 @@ Test(topk_kernels, every_kernel_gives_the_sorted_indices)
     }
     cr_assert(eq(int, unsetenv("TG_FIRST_KERNEL"), 0));
     cr_assert(kernels >= 1 && cases > kernels * 1000, "%d kernels, %d cases", kernels, cases);
+}
+
+/* bf16 and f16 rows (the f32 rows rounded: more ties), each row widened
+ * to f32 for the selection, under each kernel: argsort's indices and x's
+ * values, bit for bit. */
+Test(topk_kernels, half_rows_give_the_sorted_indices)
+{
+    const tg_dtype dts[2] = {TG_BF16, TG_F16};
+    int cases = 0;
+    for (int k = TG__FIRST_KERNEL_PORTABLE; k <= TG__FIRST_KERNEL_AVX512; k++) {
+        if (!th_force_first_kernel(k)) continue;
+        for (int d = 0; d < 2; d++) {
+            uint64_t s = 43;
+            for (int64_t n = 8; n <= 300; n += n < 40 ? 1 : 13) {
+                tg_tensor *x = tied_rows(&s, 4, n), *h = NULL;
+                OK(tg_to_dtype(&h, x, dts[d]));
+                cases += check_rows(h, 4, n);
+                th_release_all(2, (tg_tensor *[]){x, h});
+            }
+        }
+    }
+    cr_assert(eq(int, unsetenv("TG_FIRST_KERNEL"), 0));
+    cr_assert(cases > 500, "%d cases", cases);
 }
 
 /* Rows of 4096 (the buffer cut back many times) with k from 2 to 1024,

@@ -54,8 +54,9 @@ bool tg__extreme_applies(const tg_tensor *x, int64_t n);
 void tg__extreme_rows(const tg_tensor *x, bool min, int64_t n, void *out);
 
 /* Whether tg__topk_rows takes x with rows of n (dims after them of total
- * extent inner) and the first m positions kept: f32, contiguous, inner 1,
- * 2 <= m, 4 m <= n <= INT32_MAX (src/ops/sort_topk.c). */
+ * extent inner) and the first m positions kept: f32, bf16 or f16 (each row
+ * widened to f32, exactly), contiguous, inner 1, 2 <= m, 4 m <= n <=
+ * INT32_MAX (src/ops/sort_topk.c). */
 bool tg__topk_applies(const tg_tensor *x, int64_t n, int64_t inner, int64_t m);
 
 /* x (passing tg__topk_applies with m = start + count), seen as (rows, n):

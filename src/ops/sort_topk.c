@@ -1,5 +1,6 @@
 /* src/ops/sort_topk.c - the first m positions of each row of an f32 x
- * along its contiguous last dim, in the order of topk (largest first, NaN
+ * (bf16 and f16: each row widened to f32 first, which keeps every value
+ * and so the order) along its contiguous last dim, in the order of topk (largest first, NaN
  * before every number) or of kthvalue and topk's smallest (smallest first,
  * NaN after every number), ties by index: what topk and kthvalue keep when
  * m is within a quarter of the row.
@@ -255,7 +256,8 @@ static uint32_t last_rank(const uint64_t *v, int64_t m)
 }
 
 typedef struct topk_job {
-    const float *x;
+    const void *x;
+    tg_dtype dt;    /* x's: TG_F32, TG_BF16 or TG_F16 */
     int64_t n, m, start, count;
     uint32_t flip;
     scan_fn scan;
@@ -267,14 +269,21 @@ static void topk_rows(void *p, int64_t lo, int64_t hi)
 {
     topk_job *j = p;
     const int64_t n = j->n, m = j->m, cap = 2 * m + ROOM;
+    const bool half = j->dt != TG_F32;
     uint64_t *buf = tg__malloc((size_t)(cap + SLACK + cap) * sizeof *buf);
-    if (!buf) {
+    float *wide = half ? tg__malloc((size_t)n * sizeof *wide) : NULL;
+    if (!buf || (half && !wide)) {
+        free(buf);
         j->failed = true;
         return;
     }
     uint64_t *tmp = buf + cap + SLACK;
     for (int64_t row = lo; row < hi; row++) {
-        const float *x = j->x + row * n;
+        const float *x = (const float *)j->x + row * n;
+        if (half) {   /* exact: the same order and ties */
+            tg__half_to_f32_rows(j->dt, (const uint16_t *)j->x + row * n, n, wide, n, 1, n);
+            x = wide;
+        }
         for (int64_t i = 0; i < m; i++) buf[i] = key_at(rank_of(bits_at(x, i), j->flip), i);
         int64_t cnt = m;
         uint32_t thr = last_rank(buf, m);
@@ -294,18 +303,21 @@ static void topk_rows(void *p, int64_t lo, int64_t hi)
         for (int64_t c = 0; c < j->count; c++) out[c] = (int64_t)(uint32_t)buf[j->start + c];
     }
     free(buf);
+    free(wide);
 }
 
 bool tg__topk_applies(const tg_tensor *x, int64_t n, int64_t inner, int64_t m)
 {
-    return x->dtype == TG_F32 && x->ndim >= 1 && inner == 1 && tg_tensor_is_contiguous(x) &&
+    const tg_dtype dt = x->dtype;
+    return (dt == TG_F32 || dt == TG_BF16 || dt == TG_F16) && x->ndim >= 1 && inner == 1 &&
+           tg_tensor_is_contiguous(x) &&
            m >= 2 && 4 * m <= n && n <= INT32_MAX;
 }
 
 int tg__topk_rows(const tg_tensor *x, bool desc, int64_t n, int64_t start, int64_t count,
                   int64_t *out)
 {
-    topk_job j = {.x = tg_tensor_cdata(x), .n = n, .m = start + count, .start = start,
+    topk_job j = {.x = tg_tensor_cdata(x), .dt = x->dtype, .n = n, .m = start + count, .start = start,
                   .count = count, .flip = desc ? UINT32_MAX : 0, .out = out,
                   .scan = scan_portable};
 #ifdef TOPK_X86
