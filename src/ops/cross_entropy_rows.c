@@ -17,8 +17,10 @@
  * rounded to x's dtype: one exp and one store per element.  The rows and
  * their exp are log_softmax's (src/ops/softmax.c): f32 with S = 1 take
  * src/ops/softmax_rows.c's vectorized exp
- * (tg__log_softmax_pick_backward_rows_f32); f64, and f32 with S > 1,
- * libm's exp and sums in class order, the slabs below.  A create_graph
+ * (tg__log_softmax_pick_backward_rows_f32), f32 with S > 1
+ * src/ops/softmax_strided.c's (tg__log_softmax_pick_backward_strided_f32,
+ * sums in class order), f64 libm's exp and sums in class order, the
+ * slabs below.  A create_graph
  * backward builds the composition's own recorded ops (nll_loss_backward,
  * softmax, sum_dims, mul, sub), so higher derivatives are the
  * composition's. */
@@ -31,6 +33,7 @@
 #include "ops/gather_internal.h"
 #include "ops/loss.h"
 #include "ops/softmax_rows_internal.h"
+#include "ops/softmax_strided_internal.h"
 #include "tapegrad/ops.h"
 
 typedef struct ce_params {
@@ -57,45 +60,37 @@ typedef struct ce_job {
     tg__exp_width w;   /* the calling thread's (tg__exp_width_get) */
 } ce_job;
 
-/* log_softmax's slabs of libm's exp (src/ops/softmax.c's forward_slab and
- * log_softmax_backward_slab, which take inner = 1 the same way):
- * SLAB_FWD(T) the stats of the S rows of one slab x (C, S) of T, each m
- * the first largest in class order, each s summed in class order;
- * SLAB_BWD(T) dx = 0 - exp(x - m) f, f = (0 + g_t) / s, and at the
+/* log_softmax's f64 slabs of libm's exp (src/ops/softmax.c's forward_slab
+ * and log_softmax_backward_slab, which take inner = 1 the same way):
+ * slab_fwd_f64 the stats of the S rows of one slab x (C, S), each m the
+ * first largest in class order, each s summed in class order;
+ * slab_bwd_f64 dx = 0 - exp(x - m) f, f = (0 + g_t) / s, and at the
  * target g_t - exp(x - m) f, the composition's g - exp(x - m) (sum(g) /
- * s) of a g zero but at the target.  f: S doubles of scratch. */
-#define SLAB_FWD(T, name)                                                                   \
-    static void name(const T *x, int64_t C, int64_t S, double *st)                          \
-    {                                                                                       \
-        for (int64_t i = 0; i < S; i++) {                                                   \
-            st[2 * i] = -INFINITY;                                                          \
-            st[2 * i + 1] = 0.0;                                                            \
-        }                                                                                   \
-        for (int64_t c = 0; c < C; c++)                                                     \
-            for (int64_t i = 0; i < S; i++)                                                 \
-                if ((double)x[c * S + i] > st[2 * i]) st[2 * i] = (double)x[c * S + i];     \
-        for (int64_t c = 0; c < C; c++)                                                     \
-            for (int64_t i = 0; i < S; i++)                                                 \
-                st[2 * i + 1] += exp((double)x[c * S + i] - st[2 * i]);                     \
+ * s) of a g zero but at the target.  f: S doubles of scratch.  The f32
+ * slabs are src/ops/softmax_strided.c's, the same steps with its exp. */
+static void slab_fwd_f64(const double *x, int64_t C, int64_t S, double *st)
+{
+    for (int64_t i = 0; i < S; i++) {
+        st[2 * i] = -INFINITY;
+        st[2 * i + 1] = 0.0;
     }
-#define SLAB_BWD(T, name)                                                                   \
-    static void name(const T *x, T *dx, int64_t C, int64_t S, const double *st,             \
-                     const int64_t *t, const double *gt, double *f)                         \
-    {                                                                                       \
-        for (int64_t i = 0; i < S; i++) f[i] = (0.0 + gt[i]) / st[2 * i + 1];               \
-        for (int64_t c = 0; c < C; c++)                                                     \
-            for (int64_t i = 0; i < S; i++)                                                 \
-                dx[c * S + i] =                                                             \
-                    (T)(0.0 - exp((double)x[c * S + i] - st[2 * i]) * f[i]);                \
-        for (int64_t i = 0; i < S; i++)                                                     \
-            if (t[i] >= 0)                                                                  \
-                dx[t[i] * S + i] =                                                          \
-                    (T)(gt[i] - exp((double)x[t[i] * S + i] - st[2 * i]) * f[i]);           \
-    }
-SLAB_FWD(float, slab_fwd_f32)
-SLAB_FWD(double, slab_fwd_f64)
-SLAB_BWD(float, slab_bwd_f32)
-SLAB_BWD(double, slab_bwd_f64)
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < S; i++)
+            if (x[c * S + i] > st[2 * i]) st[2 * i] = x[c * S + i];
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < S; i++) st[2 * i + 1] += exp(x[c * S + i] - st[2 * i]);
+}
+
+static void slab_bwd_f64(const double *x, double *dx, int64_t C, int64_t S, const double *st,
+                         const int64_t *t, const double *gt, double *f)
+{
+    for (int64_t i = 0; i < S; i++) f[i] = (0.0 + gt[i]) / st[2 * i + 1];
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < S; i++)
+            dx[c * S + i] = 0.0 - exp(x[c * S + i] - st[2 * i]) * f[i];
+    for (int64_t i = 0; i < S; i++)
+        if (t[i] >= 0) dx[t[i] * S + i] = gt[i] - exp(x[t[i] * S + i] - st[2 * i]) * f[i];
+}
 
 /* l[k] = -logp[n, t_k, i] w_k for the targets k = n S + i of slabs
  * [n0, end), from their rows' stats, logp rounded to x's dtype as
@@ -132,6 +127,7 @@ static int ce_task(void *p, int64_t t)
 {
     const ce_job *j = p;
     const bool rows = !j->f64 && j->S == 1;   /* softmax_rows.c's vectorized rows */
+    /* scratch: the rows' exps, or slab_bwd_f64's f (the f32 slabs take none) */
     const int64_t ne = !rows ? j->S : j->C > TG__ROWS_BLOCK ? j->C : TG__ROWS_BLOCK;
     double *e = tg__work_alloc((size_t)(ne + TG__EXP_PAD) * sizeof *e);
     if (!e)
@@ -155,12 +151,14 @@ static int ce_task(void *p, int64_t t)
                 slab_bwd_f64((const double *)x + o, (double *)dx + o, j->C, j->S,
                              j->st + 2 * k, j->cls + k, j->gt + k, e);
             else if (j->backward)
-                slab_bwd_f32((const float *)x + o, (float *)dx + o, j->C, j->S, j->st + 2 * k,
-                             j->cls + k, j->gt + k, e);
+                tg__log_softmax_pick_backward_strided_f32((const float *)x + o, (float *)dx + o,
+                                                          j->C, j->S, j->st + 2 * k,
+                                                          j->cls + k, j->gt + k, j->w);
             else if (j->f64)
                 slab_fwd_f64((const double *)x + o, j->C, j->S, j->st + 2 * k);
             else
-                slab_fwd_f32((const float *)x + o, j->C, j->S, j->st + 2 * k);
+                tg__log_softmax_stats_strided_f32((const float *)x + o, j->C, j->S,
+                                                  j->st + 2 * k, j->w);
         }
     }
     if (!j->backward) pick_losses(j, n0, end);
