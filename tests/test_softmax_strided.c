@@ -211,7 +211,9 @@ Test(softmax_strided, f32_rows_against_double_in_every_width_and_thread_count)
  * tg__log_softmax_stats_strided_f32 (cross_entropy's, and the steps of the
  * forward and backward kernels): the same bits in every width, each m the
  * maximum, each s = sum exp(x - m) within (C + 1) 2.3e-16 relative of libm's
- * sum in class order (each exp within 2.3e-16, libm's within an ulp). */
+ * sum in class order (each exp within 2.3e-16, libm's within an ulp); the
+ * log-probability at each row's class (k * 7 % C, none for every fifth)
+ * that of log_softmax's output over a strided dim. */
 Test(softmax_strided, stats_in_double_are_the_same_bits_in_every_width)
 {
     static const int64_t inners[] = {1, 3, 7, 8, 9, 17, 1024};
@@ -223,19 +225,35 @@ Test(softmax_strided, stats_in_double_are_the_same_bits_in_every_width)
             const float *xv = tg_tensor_cdata(x);
             double *st0 = malloc((size_t)(2 * S) * sizeof *st0);
             double *st = malloc((size_t)(2 * S) * sizeof *st);
+            double *lp0 = malloc((size_t)S * sizeof *lp0), *lp = malloc((size_t)S * sizeof *lp);
+            int64_t *t = malloc((size_t)S * sizeof *t);
+            for (int64_t i = 0; i < S; i++) t[i] = i % 5 == 4 ? -1 : i * 7 % C;
             int widths = 0;
             for (int w = TG__EXP_PLAIN; w <= TG__EXP_AVX512; w++) {
                 tg__exp_width_force(w);
                 if (tg__exp_width_get() != (tg__exp_width)w) continue;
-                tg__log_softmax_stats_strided_f32(xv, C, S, widths ? st : st0,
-                                                  (tg__exp_width)w);
+                tg__log_softmax_stats_strided_f32(xv, C, S, t, widths ? st : st0,
+                                                  widths ? lp : lp0, (tg__exp_width)w);
                 if (widths++ == 0) continue;
                 for (int64_t k = 0; k < 2 * S; k++)
                     cr_assert(memcmp(&st[k], &st0[k], sizeof *st) == 0,
                               "C=%lld S=%lld width %s st[%lld]: %a, want %a", (long long)C,
                               (long long)S, WIDTH_NAMES[w], (long long)k, st[k], st0[k]);
+                for (int64_t i = 0; i < S; i++)
+                    cr_assert(memcmp(&lp[i], &lp0[i], sizeof *lp) == 0,
+                              "C=%lld S=%lld width %s lp[%lld]: %a, want %a", (long long)C,
+                              (long long)S, WIDTH_NAMES[w], (long long)i, lp[i], lp0[i]);
             }
             tg__exp_width_force(0);
+            tg_tensor *ls = NULL;
+            OK(tg_log_softmax(&ls, x, 1));
+            for (int64_t i = 0; i < S && S > 1; i++) {   /* S = 1: the rows' own sums */
+                const double want = t[i] < 0 ? 0.0 : th_at(ls, t[i] * S + i);
+                cr_assert(isnan(want) ? isnan(lp0[i]) : lp0[i] == want,
+                          "C=%lld S=%lld lp[%lld]: %.9g, want %.9g", (long long)C, (long long)S,
+                          (long long)i, lp0[i], want);
+            }
+            tg_tensor_release(ls);
             for (int64_t i = 0; i < S; i++) {
                 double m = -INFINITY, sum = 0.0;
                 for (int64_t c = 0; c < C; c++)
@@ -250,6 +268,9 @@ Test(softmax_strided, stats_in_double_are_the_same_bits_in_every_width)
             }
             free(st0);
             free(st);
+            free(lp0);
+            free(lp);
+            free(t);
             tg_tensor_release(x);
         }
 }

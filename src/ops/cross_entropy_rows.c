@@ -93,8 +93,9 @@ static void slab_bwd_f64(const double *x, double *dx, int64_t C, int64_t S, cons
 }
 
 /* l[k] = -logp[n, t_k, i] w_k for the targets k = n S + i of slabs
- * [n0, end), from their rows' stats, logp rounded to x's dtype as
- * log_softmax stores it; +0 for an ignored target, as nll_loss's. */
+ * [n0, end), from their rows' stats (the f32 slabs': from logp, which
+ * their stats kernel left in l), logp rounded to x's dtype as log_softmax
+ * stores it; +0 for an ignored target, as nll_loss's. */
 static void pick_losses(const ce_job *j, int64_t n0, int64_t end)
 {
     const int64_t C = j->C, S = j->S;
@@ -110,16 +111,18 @@ static void pick_losses(const ce_job *j, int64_t n0, int64_t end)
         }
         return;
     }
+    if (!j->f64) {   /* the f32 slabs: l holds logp (tg__log_softmax_stats_strided_f32) */
+        for (int64_t k = n0 * S; k < end * S; k++)
+            j->l[k] = j->cls[k] < 0 ? 0.0 : -j->l[k] * j->wk[k];
+        return;
+    }
     for (int64_t n = n0; n < end; n++)
         for (int64_t i = 0, k = n * S; i < S; i++, k++) {
             j->l[k] = 0.0;
             if (j->cls[k] < 0) continue;
             const int64_t at = n * C * S + j->cls[k] * S + i;
             const double *st = j->st + 2 * k;
-            double logp;
-            if (j->f64) logp = (((const double *)j->x)[at] - st[0]) - log(st[1]);
-            else logp = (float)(((double)((const float *)j->x)[at] - st[0]) - log(st[1]));
-            j->l[k] = -logp * j->wk[k];
+            j->l[k] = -((((const double *)j->x)[at] - st[0]) - log(st[1])) * j->wk[k];
         }
 }
 
@@ -158,7 +161,7 @@ static int ce_task(void *p, int64_t t)
                 slab_fwd_f64((const double *)x + o, j->C, j->S, j->st + 2 * k);
             else
                 tg__log_softmax_stats_strided_f32((const float *)x + o, j->C, j->S,
-                                                  j->st + 2 * k, j->w);
+                                                  j->cls + k, j->st + 2 * k, j->l + k, j->w);
         }
     }
     if (!j->backward) pick_losses(j, n0, end);

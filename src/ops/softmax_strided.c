@@ -61,10 +61,10 @@ typedef int32_t strided_v8fi __attribute__((vector_size(32)));
 #define SEL(m, a, b) ((VD)(((VI)(a) & (m)) | ((VI)(b) & ~(m))))
 
 /* The three widths.  FN(name) pastes the width's suffix: the template
- * defines load, store, exp_le0, max_of, log_lanes, forward_block,
- * backward_block, log_backward_block, stats_block, pick_block,
- * forward_slab, backward_slab, log_backward_slab, stats_slab and pick_slab
- * as name_plain, name_avx2 and name_avx512. */
+ * defines load, load_f, store, exp_le0, exp_shifted, max_of, log_lanes,
+ * load_classes, forward_block, backward_block, log_backward_block,
+ * stats_block, pick_block, forward_slab, backward_slab, log_backward_slab,
+ * stats_slab and pick_slab as name_plain, name_avx2 and name_avx512. */
 #define W 4
 #define VF strided_v4f
 #define VD tg__v4d
@@ -146,13 +146,13 @@ void tg__log_softmax_backward_strided_f32(const float *x, const float *g, float 
     else log_backward_slab_plain(x, g, dx, C, S, e);
 }
 
-void tg__log_softmax_stats_strided_f32(const float *x, int64_t C, int64_t S, double *st,
-                                       tg__exp_width w)
+void tg__log_softmax_stats_strided_f32(const float *x, int64_t C, int64_t S, const int64_t *t,
+                                       double *st, double *lp, tg__exp_width w)
 {
     if (C <= 0 || S <= 0) return;
-    if (w == TG__EXP_AVX512) stats_slab_avx512(x, C, S, st);
-    else if (w == TG__EXP_AVX2) stats_slab_avx2(x, C, S, st);
-    else stats_slab_plain(x, C, S, st);
+    if (w == TG__EXP_AVX512) stats_slab_avx512(x, C, S, t, st, lp);
+    else if (w == TG__EXP_AVX2) stats_slab_avx2(x, C, S, t, st, lp);
+    else stats_slab_plain(x, C, S, t, st, lp);
 }
 
 void tg__log_softmax_pick_backward_strided_f32(const float *x, float *dx, int64_t C,

@@ -170,23 +170,43 @@ ATTR static inline AI void FN(log_backward_block)(const float *x, const float *g
     }
 }
 
-/* st[2 l] = m and st[2 l + 1] = s of the block's lane l < n, as
- * forward_block computes them. */
-ATTR static inline AI void FN(stats_block)(const float *x, int64_t C, int64_t S, double *st,
-                                           int n)
+/* *tv = the classes t[0..n) as lanes, -1 (no class) past n. */
+ATTR static inline AI void FN(load_classes)(VI *tv, const int64_t *t, int n)
 {
-    VD m, s = {0}, v;
+    int64_t a[W];
+    for (int l = 0; l < W; l++) a[l] = l < n ? t[l] : -1;
+    memcpy(tv, a, sizeof a);
+}
+
+/* st[2 l] = m and st[2 l + 1] = s of the block's lane l < n, as
+ * forward_block computes them, and lp[l] = log_softmax at class t[l] as
+ * forward_block rounds it to f32, (x_t - m) - log(s) (0 for t[l] < 0). */
+ATTR static inline AI void FN(stats_block)(const float *x, int64_t C, int64_t S,
+                                           const int64_t *t, double *st, double *lp, int n)
+{
+    VD m, s = {0}, v, xt = {0};
+    VI tv;
+    FN(load_classes)(&tv, t, n);
     FN(max_of)(&m, x, C, S, n);
     for (int64_t c = 0; c < C; c++) {
-        FN(exp_shifted)(&v, x + c * S, &m, n);
+        FN(load)(&v, x + c * S, n);
+        const VI at = tv == c;
+        xt = SEL(at, v, xt);
+        v -= m;
+        FN(exp_le0)(&v);
         s += v;
     }
-    double a[W], b[W];
+    VD ls = s;
+    FN(log_lanes)(&ls);
+    xt = TO_VD(TO_VF((xt - m) - ls));
+    double a[W], b[W], p[W];
     memcpy(a, &m, sizeof a);
     memcpy(b, &s, sizeof b);
+    memcpy(p, &xt, sizeof p);
     for (int l = 0; l < n; l++) {
         st[2 * l] = a[l];
         st[2 * l + 1] = b[l];
+        lp[l] = t[l] >= 0 ? p[l] : 0.0;
     }
 }
 
@@ -199,19 +219,17 @@ ATTR static inline AI void FN(pick_block)(const float *x, float *dx, int64_t C, 
                                           int n)
 {
     double ma[W], sa[W], ga[W];
-    int64_t ta[W];
     for (int l = 0; l < W; l++) {   /* padding lanes: m 0, s 1, no target */
         ma[l] = l < n ? st[2 * l] : 0.0;
         sa[l] = l < n ? st[2 * l + 1] : 1.0;
         ga[l] = l < n ? gt[l] : 0.0;
-        ta[l] = l < n ? t[l] : -1;
     }
     VD m, s, gv, v;
     VI tv;
     memcpy(&m, ma, sizeof m);
     memcpy(&s, sa, sizeof s);
     memcpy(&gv, ga, sizeof gv);
-    memcpy(&tv, ta, sizeof tv);
+    FN(load_classes)(&tv, t, n);
     const VD zero = {0}, f = (zero + gv) / s;
     for (int64_t c = 0; c < C; c++) {
         FN(exp_shifted)(&v, x + c * S, &m, n);
@@ -247,11 +265,12 @@ ATTR static void FN(log_backward_slab)(const float *x, const float *g, float *dx
     if (i < S) FN(log_backward_block)(x + i, g + i, dx + i, C, S, e, (int)(S - i));
 }
 
-ATTR static void FN(stats_slab)(const float *x, int64_t C, int64_t S, double *st)
+ATTR static void FN(stats_slab)(const float *x, int64_t C, int64_t S, const int64_t *t,
+                                double *st, double *lp)
 {
     int64_t i = 0;
-    for (; i + W <= S; i += W) FN(stats_block)(x + i, C, S, st + 2 * i, W);
-    if (i < S) FN(stats_block)(x + i, C, S, st + 2 * i, (int)(S - i));
+    for (; i + W <= S; i += W) FN(stats_block)(x + i, C, S, t + i, st + 2 * i, lp + i, W);
+    if (i < S) FN(stats_block)(x + i, C, S, t + i, st + 2 * i, lp + i, (int)(S - i));
 }
 
 ATTR static void FN(pick_slab)(const float *x, float *dx, int64_t C, int64_t S,
