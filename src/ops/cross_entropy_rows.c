@@ -131,7 +131,7 @@ static int ce_task(void *p, int64_t t)
     const ce_job *j = p;
     const bool rows = !j->f64 && j->S == 1;   /* softmax_rows.c's vectorized rows */
     /* scratch: the rows' exps, or slab_bwd_f64's f (the f32 slabs take none) */
-    const int64_t ne = !rows ? j->S : j->C > TG__ROWS_BLOCK ? j->C : TG__ROWS_BLOCK;
+    const int64_t ne = rows ? (j->C > TG__ROWS_BLOCK ? j->C : TG__ROWS_BLOCK) : j->f64 ? j->S : 0;
     double *e = tg__work_alloc((size_t)(ne + TG__EXP_PAD) * sizeof *e);
     if (!e)
         return tg__error(TG_ENOMEM, "cross_entropy: out of memory for a row of %lld classes",

@@ -6,8 +6,10 @@
  *   softmax(x)_c     = exp(x_c - m) / s,   s = sum_k exp(x_k - m)
  *   log_softmax(x)_c = (x_c - m) - log(s)
  * computed in double and rounded once to x's dtype (f16/bf16 too; f32 rows
- * along the last dim with the vectorized exp of src/ops/softmax_rows.c,
- * within 1e-12 relative of libm's before the rounding).  A row
+ * with the vectorized exp of src/ops/exp_simd.h, within 2.3e-16 relative
+ * of the exact exp before the rounding: along the last dim by
+ * src/ops/softmax_rows.c, along another by src/ops/softmax_strided.c,
+ * several rows at once; f64, f16 and bf16 with libm's).  A row
  * of -inf, or one holding +inf or NaN, has x - m = NaN somewhere and is NaN
  * throughout, as in PyTorch, which subtracts the maximum too.
  *
