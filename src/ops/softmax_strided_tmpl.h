@@ -16,30 +16,24 @@
 /* The helpers take their vectors by pointer: always inlined, no vector
  * crosses a call (no ABI that depends on the width). */
 
-/* *d = lanes [0, n) of the floats at p as doubles, the others 0. */
-ATTR static inline AI void FN(load)(VD *d, const float *p, int n)
-{
-    VF v;
-    if (n == W) {
-        memcpy(&v, p, sizeof v);
-    } else {   /* through an array: a partial copy into the vector trips GCC 12 */
-        float t[W] = {0};
-        memcpy(t, p, (size_t)n * sizeof(float));
-        memcpy(&v, t, sizeof v);
-    }
-    *d = TO_VD(v);
-}
-
 /* *d = lanes [0, n) of the floats at p, the others 0. */
 ATTR static inline AI void FN(load_f)(VF *d, const float *p, int n)
 {
     if (n == W) {
         memcpy(d, p, sizeof *d);
-    } else {
+    } else {   /* through an array: a partial copy into the vector trips GCC 12 */
         float t[W] = {0};
         memcpy(t, p, (size_t)n * sizeof(float));
         memcpy(d, t, sizeof *d);
     }
+}
+
+/* *d = lanes [0, n) of the floats at p as doubles, the others 0. */
+ATTR static inline AI void FN(load)(VD *d, const float *p, int n)
+{
+    VF v;
+    FN(load_f)(&v, p, n);
+    *d = TO_VD(v);
 }
 
 /* Lanes [0, n) of *v, each rounded once to f32, to p. */
