@@ -11,8 +11,9 @@
  *        --shape N,C[,d1[,d2]] [--dtype f32|f64|bf16|f16] [--threads T]
  *        [--repeat R (20)] [--backward]
  *
- * x is U[-4, 4) of the shape (d1, d2: spatial dims, for cross_entropy,
- * whose class dim is then 1); cross_entropy's targets (N, d1, ...) are
+ * x is U[-4, 4) of the shape (d1, d2: spatial dims, for softmax,
+ * log_softmax and cross_entropy, whose class dim is then 1);
+ * cross_entropy's targets (N, d1, ...) are
  * k % C at flat index k (n % C for (N, C)), mse_loss's
  * target a second U[-4, 4) tensor (both with mean reduction).  With
  * --backward x requires grad and a pass is the forward, a backward with a

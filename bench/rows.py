@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Ops over the rows of (N, C): softmax, log_softmax and cross_entropy along the
-last dim (cross_entropy also over dim 1 of (N, C, d1, d2)), sum and mean of
+last dim (all three also over dim 1 of (N, C, d1, d2)), sum and mean of
 every element, sum over the last dim, mse_loss, layer_norm over the last dim;
 tapegrad (bench/rows) against PyTorch (Debian's python3-torch), the same
 thread count, in one run.
@@ -26,6 +26,8 @@ CASES = [
     ("cross_entropy", "cross_entropy", "f32", (4096, 10)),
     ("cross_entropy", "cross_entropy", "f64", (4096, 10)),
     ("cross_entropy", "cross_entropy", "f32", (64, 10, 32, 32)),
+    ("softmax spatial", "softmax", "f32", (64, 10, 32, 32)),
+    ("log_softmax spatial", "log_softmax", "f32", (64, 10, 32, 32)),
     ("log_softmax", "log_softmax", "f32", (4096, 100)),
     ("sum", "sum", "f32", (256, 1024)),
     ("mean", "mean", "f32", (256, 1024)),

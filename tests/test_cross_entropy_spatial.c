@@ -4,8 +4,9 @@
  * have the bits of log_softmax over dim 1 followed by nll_loss for every
  * reduction, with and without weights and an ignore_index, 1 and 2
  * threads, contiguous and channels-last logits and rows holding -inf, +inf
- * and NaN; a create_graph backward gives the composition's second
- * derivative; f64 gradchecks; other arguments stay with the composition. */
+ * and NaN, and f32 spatial rows in every exp width; a create_graph
+ * backward gives the composition's second derivative; f64 gradchecks;
+ * other arguments stay with the composition. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -15,6 +16,7 @@
 
 #include "cross_entropy_fixtures.h"
 #include "helpers.h"
+#include "ops/softmax_rows_internal.h"
 #include "tapegrad/tapegrad.h"
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
@@ -120,6 +122,65 @@ Test(cross_entropy_spatial, f32_spatial_has_the_composition_bits)
         checked += check_shape(TG_F32, ndims[s], shapes[s], 40 + s);
     OK(tg_set_num_threads(threads));
     cr_assert(eq(int, checked, 6 * 96));
+}
+
+/* The one op's value (reduction none) and the gradient of its sum. */
+static void one_op(tg_tensor *x, tg_tensor *t, int64_t ignore, tg_tensor **v, tg_tensor **g)
+{
+    tg_tensor *s = NULL;
+    OK(tg_cross_entropy_ex(v, x, t, NULL, ignore, TG_REDUCTION_NONE, 0.0));
+    OK(tg_sum(&s, *v));
+    OK(tg_backward(s, NULL, NULL));
+    OK(tg_tensor_detach(g, tg_tensor_grad(x)));
+    tg_tensor_zero_grad(x);
+    tg_tensor_release(s);
+}
+
+/* Spatial f32 rows of S = 3, 7, 9, 17 and 1024 positions (tails of the
+ * four and eight lanes) and C = 1, 2, 10, 1000 classes, with -inf, +inf
+ * and NaN: in each exp width this CPU runs and with 1 and 2 threads, the
+ * one op has the composition's bits, and its value and gradient the same
+ * bits in every width and thread count. */
+Test(cross_entropy_spatial, f32_spatial_same_bits_in_every_exp_width)
+{
+    static const int64_t ss[] = {3, 7, 9, 17, 1024}, cs[] = {1, 2, 10, 1000};
+    static const char *const names[] = {"", "plain", "AVX2", "AVX-512"};
+    const int threads = tg_get_num_threads();
+    int widths = 0;
+    for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++)
+        for (size_t si = 0; si < sizeof ss / sizeof *ss; si++) {
+            const int64_t C = cs[ci], S = ss[si], shape[3] = {C * S > 20000 ? 1 : 5, C, S};
+            tg_tensor *x = logits(TG_F32, 3, shape, false, true, 90 + 7 * ci + si);
+            const int64_t ignore = C / 2;
+            tg_tensor *t = targets(3, shape, ignore), *v0 = NULL, *g0 = NULL;
+            OK(tg_set_num_threads(1));
+            one_op(x, t, ignore, &v0, &g0);
+            widths = 0;
+            for (int w = 1; w <= 3; w++) {
+                tg__exp_width_force(w);
+                if (tg__exp_width_get() != (tg__exp_width)w) {
+                    th_not_run("the %s exp width is not run: this CPU lacks it", names[w]);
+                    continue;
+                }
+                widths++;
+                for (int th = 1; th <= 2; th++) {
+                    OK(tg_set_num_threads(th));
+                    char what[160];
+                    snprintf(what, sizeof what, "(%lld, %lld, %lld) width %s threads %d",
+                             (long long)shape[0], (long long)C, (long long)S, names[w], th);
+                    expect_as_composition(what, x, t, NULL, ignore, 2);
+                    tg_tensor *v = NULL, *g = NULL;
+                    one_op(x, t, ignore, &v, &g);
+                    th_expect_same_bits(what, x, v, v0);
+                    th_expect_same_bits(what, x, g, g0);
+                    th_release_all(2, (tg_tensor *[]){v, g});
+                }
+            }
+            tg__exp_width_force(0);
+            th_release_all(4, (tg_tensor *[]){x, t, v0, g0});
+        }
+    OK(tg_set_num_threads(threads));
+    cr_assert(widths >= 1, "no exp width ran");
 }
 
 Test(cross_entropy_spatial, f64_has_the_composition_bits)

@@ -17,8 +17,10 @@
  * rounded to x's dtype: one exp and one store per element.  The rows and
  * their exp are log_softmax's (src/ops/softmax.c): f32 with S = 1 take
  * src/ops/softmax_rows.c's vectorized exp
- * (tg__log_softmax_pick_backward_rows_f32); f64, and f32 with S > 1,
- * libm's exp and sums in class order, the slabs below.  A create_graph
+ * (tg__log_softmax_pick_backward_rows_f32), f32 with S > 1
+ * src/ops/softmax_strided.c's (tg__log_softmax_pick_backward_strided_f32,
+ * sums in class order), f64 libm's exp and sums in class order, the
+ * slabs below.  A create_graph
  * backward builds the composition's own recorded ops (nll_loss_backward,
  * softmax, sum_dims, mul, sub), so higher derivatives are the
  * composition's. */
@@ -31,6 +33,7 @@
 #include "ops/gather_internal.h"
 #include "ops/loss.h"
 #include "ops/softmax_rows_internal.h"
+#include "ops/softmax_strided_internal.h"
 #include "tapegrad/ops.h"
 
 typedef struct ce_params {
@@ -57,49 +60,42 @@ typedef struct ce_job {
     tg__exp_width w;   /* the calling thread's (tg__exp_width_get) */
 } ce_job;
 
-/* log_softmax's slabs of libm's exp (src/ops/softmax.c's forward_slab and
- * log_softmax_backward_slab, which take inner = 1 the same way):
- * SLAB_FWD(T) the stats of the S rows of one slab x (C, S) of T, each m
- * the first largest in class order, each s summed in class order;
- * SLAB_BWD(T) dx = 0 - exp(x - m) f, f = (0 + g_t) / s, and at the
+/* log_softmax's f64 slabs of libm's exp (src/ops/softmax.c's forward_slab
+ * and log_softmax_backward_slab, which take inner = 1 the same way):
+ * slab_fwd_f64 the stats of the S rows of one slab x (C, S), each m the
+ * first largest in class order, each s summed in class order;
+ * slab_bwd_f64 dx = 0 - exp(x - m) f, f = (0 + g_t) / s, and at the
  * target g_t - exp(x - m) f, the composition's g - exp(x - m) (sum(g) /
- * s) of a g zero but at the target.  f: S doubles of scratch. */
-#define SLAB_FWD(T, name)                                                                   \
-    static void name(const T *x, int64_t C, int64_t S, double *st)                          \
-    {                                                                                       \
-        for (int64_t i = 0; i < S; i++) {                                                   \
-            st[2 * i] = -INFINITY;                                                          \
-            st[2 * i + 1] = 0.0;                                                            \
-        }                                                                                   \
-        for (int64_t c = 0; c < C; c++)                                                     \
-            for (int64_t i = 0; i < S; i++)                                                 \
-                if ((double)x[c * S + i] > st[2 * i]) st[2 * i] = (double)x[c * S + i];     \
-        for (int64_t c = 0; c < C; c++)                                                     \
-            for (int64_t i = 0; i < S; i++)                                                 \
-                st[2 * i + 1] += exp((double)x[c * S + i] - st[2 * i]);                     \
+ * s) of a g zero but at the target.  f: S doubles of scratch.  The f32
+ * slabs are src/ops/softmax_strided.c's, the same steps with its exp. */
+static void slab_fwd_f64(const double *x, int64_t C, int64_t S, double *st)
+{
+    for (int64_t i = 0; i < S; i++) {
+        st[2 * i] = -INFINITY;
+        st[2 * i + 1] = 0.0;
     }
-#define SLAB_BWD(T, name)                                                                   \
-    static void name(const T *x, T *dx, int64_t C, int64_t S, const double *st,             \
-                     const int64_t *t, const double *gt, double *f)                         \
-    {                                                                                       \
-        for (int64_t i = 0; i < S; i++) f[i] = (0.0 + gt[i]) / st[2 * i + 1];               \
-        for (int64_t c = 0; c < C; c++)                                                     \
-            for (int64_t i = 0; i < S; i++)                                                 \
-                dx[c * S + i] =                                                             \
-                    (T)(0.0 - exp((double)x[c * S + i] - st[2 * i]) * f[i]);                \
-        for (int64_t i = 0; i < S; i++)                                                     \
-            if (t[i] >= 0)                                                                  \
-                dx[t[i] * S + i] =                                                          \
-                    (T)(gt[i] - exp((double)x[t[i] * S + i] - st[2 * i]) * f[i]);           \
-    }
-SLAB_FWD(float, slab_fwd_f32)
-SLAB_FWD(double, slab_fwd_f64)
-SLAB_BWD(float, slab_bwd_f32)
-SLAB_BWD(double, slab_bwd_f64)
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < S; i++)
+            if (x[c * S + i] > st[2 * i]) st[2 * i] = x[c * S + i];
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < S; i++) st[2 * i + 1] += exp(x[c * S + i] - st[2 * i]);
+}
+
+static void slab_bwd_f64(const double *x, double *dx, int64_t C, int64_t S, const double *st,
+                         const int64_t *t, const double *gt, double *f)
+{
+    for (int64_t i = 0; i < S; i++) f[i] = (0.0 + gt[i]) / st[2 * i + 1];
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < S; i++)
+            dx[c * S + i] = 0.0 - exp(x[c * S + i] - st[2 * i]) * f[i];
+    for (int64_t i = 0; i < S; i++)
+        if (t[i] >= 0) dx[t[i] * S + i] = gt[i] - exp(x[t[i] * S + i] - st[2 * i]) * f[i];
+}
 
 /* l[k] = -logp[n, t_k, i] w_k for the targets k = n S + i of slabs
- * [n0, end), from their rows' stats, logp rounded to x's dtype as
- * log_softmax stores it; +0 for an ignored target, as nll_loss's. */
+ * [n0, end), from their rows' stats (the f32 slabs': from logp, which
+ * their stats kernel left in l), logp rounded to x's dtype as log_softmax
+ * stores it; +0 for an ignored target, as nll_loss's. */
 static void pick_losses(const ce_job *j, int64_t n0, int64_t end)
 {
     const int64_t C = j->C, S = j->S;
@@ -115,16 +111,18 @@ static void pick_losses(const ce_job *j, int64_t n0, int64_t end)
         }
         return;
     }
+    if (!j->f64) {   /* the f32 slabs: l holds logp (tg__log_softmax_stats_strided_f32) */
+        for (int64_t k = n0 * S; k < end * S; k++)
+            j->l[k] = j->cls[k] < 0 ? 0.0 : -j->l[k] * j->wk[k];
+        return;
+    }
     for (int64_t n = n0; n < end; n++)
         for (int64_t i = 0, k = n * S; i < S; i++, k++) {
             j->l[k] = 0.0;
             if (j->cls[k] < 0) continue;
             const int64_t at = n * C * S + j->cls[k] * S + i;
             const double *st = j->st + 2 * k;
-            double logp;
-            if (j->f64) logp = (((const double *)j->x)[at] - st[0]) - log(st[1]);
-            else logp = (float)(((double)((const float *)j->x)[at] - st[0]) - log(st[1]));
-            j->l[k] = -logp * j->wk[k];
+            j->l[k] = -((((const double *)j->x)[at] - st[0]) - log(st[1])) * j->wk[k];
         }
 }
 
@@ -132,7 +130,8 @@ static int ce_task(void *p, int64_t t)
 {
     const ce_job *j = p;
     const bool rows = !j->f64 && j->S == 1;   /* softmax_rows.c's vectorized rows */
-    const int64_t ne = !rows ? j->S : j->C > TG__ROWS_BLOCK ? j->C : TG__ROWS_BLOCK;
+    /* scratch: the rows' exps, or slab_bwd_f64's f (the f32 slabs take none) */
+    const int64_t ne = rows ? (j->C > TG__ROWS_BLOCK ? j->C : TG__ROWS_BLOCK) : j->f64 ? j->S : 0;
     double *e = tg__work_alloc((size_t)(ne + TG__EXP_PAD) * sizeof *e);
     if (!e)
         return tg__error(TG_ENOMEM, "cross_entropy: out of memory for a row of %lld classes",
@@ -155,12 +154,14 @@ static int ce_task(void *p, int64_t t)
                 slab_bwd_f64((const double *)x + o, (double *)dx + o, j->C, j->S,
                              j->st + 2 * k, j->cls + k, j->gt + k, e);
             else if (j->backward)
-                slab_bwd_f32((const float *)x + o, (float *)dx + o, j->C, j->S, j->st + 2 * k,
-                             j->cls + k, j->gt + k, e);
+                tg__log_softmax_pick_backward_strided_f32((const float *)x + o, (float *)dx + o,
+                                                          j->C, j->S, j->st + 2 * k,
+                                                          j->cls + k, j->gt + k, j->w);
             else if (j->f64)
                 slab_fwd_f64((const double *)x + o, j->C, j->S, j->st + 2 * k);
             else
-                slab_fwd_f32((const float *)x + o, j->C, j->S, j->st + 2 * k);
+                tg__log_softmax_stats_strided_f32((const float *)x + o, j->C, j->S,
+                                                  j->cls + k, j->st + 2 * k, j->l + k, j->w);
         }
     }
     if (!j->backward) pick_losses(j, n0, end);

@@ -1,7 +1,8 @@
 /* src/ops/exp_simd.h - e^t and e^t - 1 in double on vectors of four or
  * eight lanes, the exp of src/ops/unary_simd.c (exp, gelu, sigmoid, silu,
- * softplus of f32; expm1 for tanh) and src/ops/softmax_rows.c (softmax of
- * f32 rows).  Internal to
+ * softplus of f32; expm1 for tanh), src/ops/softmax_rows.c (softmax of
+ * f32 rows) and src/ops/softmax_strided.c (of f32 rows along another
+ * dim).  Internal to
  * src/ops; macros only, so that no vector crosses a function boundary (no
  * ABI that depends on AVX).
  *

@@ -124,7 +124,10 @@ static int read_targets(const char *op, const tg_tensor *target, const tg_tensor
         tg__gather(weight, TG_F64, wc);
     }
     tg__gather(target, TG_I64, cls);
-    *total = 0.0;
+    /* the sum in a register (not through *total, which may alias); without
+     * weights a count, which is the sum of the ones exactly */
+    double sum = 0.0;
+    int64_t count = 0;
     for (int64_t k = 0; k < K; k++) {
         if (cls[k] == ignore) {
             cls[k] = -1;
@@ -140,8 +143,10 @@ static int read_targets(const char *op, const tg_tensor *target, const tg_tensor
                              (long long)bad, (long long)C, (long long)ignore);
         }
         wk[k] = wc ? wc[cls[k]] : 1.0;
-        *total += wk[k];
+        if (wc) sum += wk[k];
+        else count++;
     }
+    *total = wc ? sum : (double)count;
     free(wc);
     return TG_OK;
 }

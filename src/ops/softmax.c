@@ -6,8 +6,10 @@
  *   softmax(x)_c     = exp(x_c - m) / s,   s = sum_k exp(x_k - m)
  *   log_softmax(x)_c = (x_c - m) - log(s)
  * computed in double and rounded once to x's dtype (f16/bf16 too; f32 rows
- * along the last dim with the vectorized exp of src/ops/softmax_rows.c,
- * within 1e-12 relative of libm's before the rounding).  A row
+ * with the vectorized exp of src/ops/exp_simd.h, within 2.3e-16 relative
+ * of the exact exp before the rounding: along the last dim by
+ * src/ops/softmax_rows.c, along another by src/ops/softmax_strided.c,
+ * several rows at once; f64, f16 and bf16 with libm's).  A row
  * of -inf, or one holding +inf or NaN, has x - m = NaN somewhere and is NaN
  * throughout, as in PyTorch, which subtracts the maximum too.
  *
@@ -37,6 +39,7 @@
 #include "ops/families.h"
 #include "ops/shape_internal.h"
 #include "ops/softmax_rows_internal.h"
+#include "ops/softmax_strided_internal.h"
 #include "tapegrad/ops.h"
 
 typedef struct softmax_params {
@@ -179,11 +182,35 @@ typedef struct softmax_job {
     const char *a, *b;
     char *out;
     int64_t outer, C, inner, per;
+    tg__exp_width w;   /* the f32 kernels': the calling thread's (tg__exp_width_get) */
 } softmax_job;
+
+/* Slabs [o0, end) of f32 rows of stride inner > 1: src/ops/softmax_strided.c,
+ * read and written in f32. */
+static int strided_task(const softmax_job *j, int64_t o0, int64_t end)
+{
+    const int64_t C = j->C, S = j->inner, slab = C * S;
+    double *e = tg__work_alloc((size_t)(TG__STRIDED_SCRATCH * C) * sizeof *e);
+    if (!e)
+        return tg__error(TG_ENOMEM, "%s: out of memory for a slab of %lld elements",
+                         j->log_ ? "log_softmax" : "softmax", (long long)slab);
+    for (int64_t o = o0; o < end; o++) {
+        const float *a = (const float *)j->a + o * slab;
+        const float *g = j->backward ? (const float *)j->b + o * slab : NULL;
+        float *y = (float *)j->out + o * slab;
+        if (!j->backward) tg__softmax_strided_f32(a, y, C, S, j->log_, e, j->w);
+        else if (j->log_) tg__log_softmax_backward_strided_f32(a, g, y, C, S, e, j->w);
+        else tg__softmax_backward_strided_f32(a, g, y, C, S, j->w);
+    }
+    tg__work_free(e);
+    return TG_OK;
+}
 
 static int softmax_task(void *p, int64_t t)
 {
     const softmax_job *j = p;
+    const int64_t end = (t + 1) * j->per < j->outer ? (t + 1) * j->per : j->outer;
+    if (j->dt == TG_F32 && j->inner > 1) return strided_task(j, t * j->per, end);
     const int64_t slab = j->C * j->inner, esz = (int64_t)tg_dtype_size(j->dt);
     const int64_t nva = slab > TG__ROWS_BLOCK ? slab : TG__ROWS_BLOCK;
     double *va = tg__work_alloc((size_t)(nva + TG__EXP_PAD) * sizeof *va);
@@ -195,10 +222,9 @@ static int softmax_task(void *p, int64_t t)
                        j->log_ ? "log_softmax" : "softmax", (long long)slab);
         goto done;
     }
-    const int64_t end = (t + 1) * j->per < j->outer ? (t + 1) * j->per : j->outer;
     /* f32 rows along the last dim: src/ops/softmax_rows.c, read and written in f32 */
     const bool rows = j->dt == TG_F32 && j->inner == 1;
-    const tg__exp_width w = rows ? tg__exp_width_get() : TG__EXP_AUTO;
+    const tg__exp_width w = j->w;
     if (rows && !j->backward) {   /* the task's rows at once: short ones share the exp */
         const int64_t at = t * j->per * slab;
         tg__softmax_rows_f32((const float *)j->a + at, (float *)j->out + at, end - t * j->per,
@@ -249,7 +275,8 @@ static void split_at(int ndim, const int64_t *shape, int d, int64_t *outer, int6
 static int softmax_run(bool log_, bool backward, tg_tensor **out, tg_tensor *a, tg_tensor *b,
                        int d)
 {
-    softmax_job j = {.log_ = log_, .backward = backward, .dt = a->dtype};
+    softmax_job j = {.log_ = log_, .backward = backward, .dt = a->dtype,
+                     .w = tg__exp_width_get()};
     split_at(a->ndim, a->shape, d, &j.outer, &j.C, &j.inner);
     tg_tensor *ac = NULL, *bc = NULL, *r = tg__tensor_uninit(a->dtype, a->ndim, a->shape);
     int rc;

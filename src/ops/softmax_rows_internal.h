@@ -9,8 +9,8 @@
 #include <stdint.h>
 
 /* The vector width of the double-lane kernels (this exp, unary_simd.c's,
- * reduce_float.c's f32 sum lanes): plain C (four lanes), AVX2 (with FMA),
- * AVX-512. */
+ * softmax_strided.c's, reduce_float.c's f32 sum lanes): plain C (four
+ * lanes), AVX2 (with FMA), AVX-512. */
 enum { TG__EXP_PAD = 8 };   /* doubles of scratch past a row's n */
 typedef enum { TG__EXP_AUTO, TG__EXP_PLAIN, TG__EXP_AVX2, TG__EXP_AVX512 } tg__exp_width;
 

@@ -1,0 +1,51 @@
+/* src/ops/softmax_strided_internal.h - softmax, log_softmax and their
+ * backwards of f32 rows of stride S (a slab (C, S): row i is the C
+ * elements c S + i), in double with the vectorized exp, rounded once to f32
+ * (src/ops/softmax_strided.c), for softmax.c's kernels and cross_entropy's
+ * spatial rows (src/ops/cross_entropy_rows.c).  The width w as
+ * tg__exp_width_get gives it (src/ops/softmax_rows_internal.h); every
+ * width gives the same bits.  Internal to src/ops. */
+#ifndef TAPEGRAD_OPS_SOFTMAX_STRIDED_INTERNAL_H
+#define TAPEGRAD_OPS_SOFTMAX_STRIDED_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ops/softmax_rows_internal.h"
+
+/* Doubles of scratch per class (e below: C times this). */
+enum { TG__STRIDED_SCRATCH = 8 };
+
+/* y = softmax(x) (log_: log_softmax(x)) of each row of the slab x (C, S);
+ * y does not overlap x.  e: TG__STRIDED_SCRATCH C doubles of scratch. */
+void tg__softmax_strided_f32(const float *x, float *y, int64_t C, int64_t S, bool log_,
+                             double *e, tg__exp_width w);
+
+/* dx = y (g - sum(g y)): softmax's backward from its output y and the
+ * gradient g, slabs (C, S), the sum in class order; dx may be g. */
+void tg__softmax_backward_strided_f32(const float *y, const float *g, float *dx, int64_t C,
+                                      int64_t S, tg__exp_width w);
+
+/* dx = g - softmax(x) sum(g): log_softmax's backward from its input x and
+ * the gradient g, slabs (C, S); dx may be g.  e as above. */
+void tg__log_softmax_backward_strided_f32(const float *x, const float *g, float *dx,
+                                          int64_t C, int64_t S, double *e, tg__exp_width w);
+
+/* For each row i of the slab x (C, S): st[2 i] = m, its maximum, and
+ * st[2 i + 1] = s = sum exp(x - m), as tg__softmax_strided_f32 computes
+ * them (log_softmax(x) = (x - m) - log(s)), and lp[i] = log_softmax(x) at
+ * class t[i], rounded to f32 as tg__softmax_strided_f32 stores it (0 for
+ * t[i] < 0, and t[i] < C). */
+void tg__log_softmax_stats_strided_f32(const float *x, int64_t C, int64_t S, const int64_t *t,
+                                       double *st, double *lp, tg__exp_width w);
+
+/* tg__log_softmax_backward_strided_f32 of the slab x (C, S) for a g that
+ * is 0 but at class t[i] of row i (none for t[i] < 0), g = gt[i] there
+ * (a value of f32), from the rows' stats st
+ * (tg__log_softmax_stats_strided_f32): the same bits, with no pass for the
+ * maximum and the sums.  dx does not overlap x. */
+void tg__log_softmax_pick_backward_strided_f32(const float *x, float *dx, int64_t C,
+                                               int64_t S, const double *st, const int64_t *t,
+                                               const double *gt, tg__exp_width w);
+
+#endif

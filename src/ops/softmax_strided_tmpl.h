@@ -1,0 +1,277 @@
+/* src/ops/softmax_strided_tmpl.h - the kernels of src/ops/softmax_strided.c
+ * at one vector width, included once per width with W (lanes), VF (W
+ * floats), VD, VI, VU (W doubles, int64, uint64), FMA and TAB (the width's
+ * helpers of src/ops/exp_simd.h), ATTR (its target attribute) and FN(name)
+ * (name with the width's suffix), TO_VD and TO_VF (the conversions of a
+ * VF to a VD and back, each value rounded as a C cast rounds it) and
+ * MAXF(v, m) (each lane's v > m ? v : m of two VF) defined; no include
+ * guard.
+ *
+ * A block is the n <= W positions i0 .. i0 + n - 1 of a slab (C, S) of
+ * rows of stride S, one position a lane: the block functions take x + i0
+ * (and the like), element (c, i0 + l) at c S + l.  Lanes past n load 0 and
+ * store nothing; every lane takes the same operations, so a position's
+ * bits depend neither on its lane nor on W. */
+
+/* The helpers take their vectors by pointer: always inlined, no vector
+ * crosses a call (no ABI that depends on the width). */
+
+/* *d = lanes [0, n) of the floats at p, the others 0. */
+ATTR static inline AI void FN(load_f)(VF *d, const float *p, int n)
+{
+    if (n == W) {
+        memcpy(d, p, sizeof *d);
+    } else {   /* through an array: a partial copy into the vector trips GCC 12 */
+        float t[W] = {0};
+        memcpy(t, p, (size_t)n * sizeof(float));
+        memcpy(d, t, sizeof *d);
+    }
+}
+
+/* *d = lanes [0, n) of the floats at p as doubles, the others 0. */
+ATTR static inline AI void FN(load)(VD *d, const float *p, int n)
+{
+    VF v;
+    FN(load_f)(&v, p, n);
+    *d = TO_VD(v);
+}
+
+/* Lanes [0, n) of *v, each rounded once to f32, to p. */
+ATTR static inline AI void FN(store)(float *p, const VD *v, int n)
+{
+    const VF f = TO_VF(*v);
+    if (n == W) {
+        memcpy(p, &f, sizeof f);
+    } else {
+        float t[W];
+        memcpy(t, &f, sizeof t);
+        memcpy(p, t, (size_t)n * sizeof(float));
+    }
+}
+
+/* *t = exp(*t) for *t <= 0 (-inf: 0) or NaN (NaN), softmax_rows.c's: 0
+ * below -708, where 2^k would be subnormal. */
+ATTR static inline AI void FN(exp_le0)(VD *t)
+{
+    const VI tiny = *t < -708.0;         /* all ones where true; false for NaN */
+    const VD z = (VD)((VI)*t & ~tiny);   /* 0 there, in the exp's range */
+    VD y;
+    TG__EXPV(VD, VU, FMA, TAB, z, y);
+    *t = (VD)((VI)y & ~tiny);
+}
+
+/* *e = exp(x - m) of the n floats at p. */
+ATTR static inline AI void FN(exp_shifted)(VD *e, const float *p, const VD *m, int n)
+{
+    FN(load)(e, p, n);
+    *e -= *m;
+    FN(exp_le0)(e);
+}
+
+/* *m = each lane's maximum over the C rows in class order, as softmax.c's
+ * `if (x > m) m = x` from -inf: a NaN never becomes it.  In f32, the
+ * values' own precision, widened once. */
+ATTR static inline AI void FN(max_of)(VD *m, const float *x, int64_t C, int64_t S, int n)
+{
+    const VF zero = {0};
+    VF mf = zero - INFINITY;
+    for (int64_t c = 0; c < C; c++) {
+        VF v;
+        FN(load_f)(&v, x + c * S, n);
+        mf = MAXF(v, mf);
+    }
+    *m = TO_VD(mf);
+}
+
+/* *s = libm's log of each lane. */
+ATTR static inline AI void FN(log_lanes)(VD *s)
+{
+    double a[W];
+    memcpy(a, s, sizeof a);
+    for (int l = 0; l < W; l++) a[l] = log(a[l]);
+    memcpy(s, a, sizeof a);
+}
+
+/* y = softmax (log_: log_softmax) of the block's rows: m, then e_c =
+ * exp(x_c - m) and s = sum_c e_c in class order, then y_c = e_c / s or
+ * (x_c - m) - log(s).  e: C W doubles of scratch. */
+ATTR static inline AI void FN(forward_block)(const float *x, float *y, int64_t C, int64_t S,
+                                             bool log_, double *e, int n)
+{
+    VD m, s = {0}, v;
+    FN(max_of)(&m, x, C, S, n);
+    for (int64_t c = 0; c < C; c++) {
+        FN(exp_shifted)(&v, x + c * S, &m, n);
+        s += v;
+        if (!log_) memcpy(e + c * W, &v, sizeof v);
+    }
+    if (log_) {
+        FN(log_lanes)(&s);
+        for (int64_t c = 0; c < C; c++) {
+            FN(load)(&v, x + c * S, n);
+            v = (v - m) - s;
+            FN(store)(y + c * S, &v, n);
+        }
+        return;
+    }
+    for (int64_t c = 0; c < C; c++) {
+        memcpy(&v, e + c * W, sizeof v);
+        v /= s;
+        FN(store)(y + c * S, &v, n);
+    }
+}
+
+/* dx = y (g - sum_c g_c y_c), the sum in class order (each product exact:
+ * two floats' fit in a double). */
+ATTR static inline AI void FN(backward_block)(const float *y, const float *g, float *dx,
+                                              int64_t C, int64_t S, int n)
+{
+    VD s = {0}, yv, gv;
+    for (int64_t c = 0; c < C; c++) {
+        FN(load)(&yv, y + c * S, n);
+        FN(load)(&gv, g + c * S, n);
+        s += gv * yv;
+    }
+    for (int64_t c = 0; c < C; c++) {
+        FN(load)(&yv, y + c * S, n);
+        FN(load)(&gv, g + c * S, n);
+        gv = yv * (gv - s);
+        FN(store)(dx + c * S, &gv, n);
+    }
+}
+
+/* dx = g - e (sum(g) / s), e = exp(x - m), log_softmax's backward from its
+ * input: the forward's m, e and s, sum(g) in class order.  e: C W doubles
+ * of scratch. */
+ATTR static inline AI void FN(log_backward_block)(const float *x, const float *g, float *dx,
+                                                  int64_t C, int64_t S, double *e, int n)
+{
+    VD m, s = {0}, sg = {0}, v, gv;
+    FN(max_of)(&m, x, C, S, n);
+    for (int64_t c = 0; c < C; c++) {
+        FN(exp_shifted)(&v, x + c * S, &m, n);
+        s += v;
+        FN(load)(&gv, g + c * S, n);
+        sg += gv;
+        memcpy(e + c * W, &v, sizeof v);
+    }
+    const VD f = sg / s;
+    for (int64_t c = 0; c < C; c++) {
+        memcpy(&v, e + c * W, sizeof v);
+        FN(load)(&gv, g + c * S, n);
+        gv -= v * f;
+        FN(store)(dx + c * S, &gv, n);
+    }
+}
+
+/* *tv = the classes t[0..n) as lanes, -1 (no class) past n. */
+ATTR static inline AI void FN(load_classes)(VI *tv, const int64_t *t, int n)
+{
+    int64_t a[W];
+    for (int l = 0; l < W; l++) a[l] = l < n ? t[l] : -1;
+    memcpy(tv, a, sizeof a);
+}
+
+/* st[2 l] = m and st[2 l + 1] = s of the block's lane l < n, as
+ * forward_block computes them, and lp[l] = log_softmax at class t[l] as
+ * forward_block rounds it to f32, (x_t - m) - log(s) (0 for t[l] < 0). */
+ATTR static inline AI void FN(stats_block)(const float *x, int64_t C, int64_t S,
+                                           const int64_t *t, double *st, double *lp, int n)
+{
+    VD m, s = {0}, v, xt = {0};
+    VI tv;
+    FN(load_classes)(&tv, t, n);
+    FN(max_of)(&m, x, C, S, n);
+    for (int64_t c = 0; c < C; c++) {
+        FN(load)(&v, x + c * S, n);
+        const VI at = tv == c;
+        xt = SEL(at, v, xt);
+        v -= m;
+        FN(exp_le0)(&v);
+        s += v;
+    }
+    VD ls = s;
+    FN(log_lanes)(&ls);
+    xt = TO_VD(TO_VF((xt - m) - ls));
+    double a[W], b[W], p[W];
+    memcpy(a, &m, sizeof a);
+    memcpy(b, &s, sizeof b);
+    memcpy(p, &xt, sizeof p);
+    for (int l = 0; l < n; l++) {
+        st[2 * l] = a[l];
+        st[2 * l + 1] = b[l];
+        lp[l] = t[l] >= 0 ? p[l] : 0.0;
+    }
+}
+
+/* log_backward_block for a g zero but at class t[l] of lane l (none for
+ * t[l] < 0), g = gt[l] there, from the lanes' stats st (stats_block):
+ * sum(g) = 0 + gt, f = sum(g) / s, dx = 0 - e f, and g - e f at the
+ * target. */
+ATTR static inline AI void FN(pick_block)(const float *x, float *dx, int64_t C, int64_t S,
+                                          const double *st, const int64_t *t, const double *gt,
+                                          int n)
+{
+    double ma[W], sa[W], ga[W];
+    for (int l = 0; l < W; l++) {   /* padding lanes: m 0, s 1, no target */
+        ma[l] = l < n ? st[2 * l] : 0.0;
+        sa[l] = l < n ? st[2 * l + 1] : 1.0;
+        ga[l] = l < n ? gt[l] : 0.0;
+    }
+    VD m, s, gv, v;
+    VI tv;
+    memcpy(&m, ma, sizeof m);
+    memcpy(&s, sa, sizeof s);
+    memcpy(&gv, ga, sizeof gv);
+    FN(load_classes)(&tv, t, n);
+    const VD zero = {0}, f = (zero + gv) / s;
+    for (int64_t c = 0; c < C; c++) {
+        FN(exp_shifted)(&v, x + c * S, &m, n);
+        v *= f;
+        const VI at = tv == c;
+        v = SEL(at, gv - v, zero - v);
+        FN(store)(dx + c * S, &v, n);
+    }
+}
+
+/* The slab functions: whole blocks of W, then the tail. */
+ATTR static void FN(forward_slab)(const float *x, float *y, int64_t C, int64_t S, bool log_,
+                                  double *e)
+{
+    int64_t i = 0;
+    for (; i + W <= S; i += W) FN(forward_block)(x + i, y + i, C, S, log_, e, W);
+    if (i < S) FN(forward_block)(x + i, y + i, C, S, log_, e, (int)(S - i));
+}
+
+ATTR static void FN(backward_slab)(const float *y, const float *g, float *dx, int64_t C,
+                                   int64_t S)
+{
+    int64_t i = 0;
+    for (; i + W <= S; i += W) FN(backward_block)(y + i, g + i, dx + i, C, S, W);
+    if (i < S) FN(backward_block)(y + i, g + i, dx + i, C, S, (int)(S - i));
+}
+
+ATTR static void FN(log_backward_slab)(const float *x, const float *g, float *dx, int64_t C,
+                                       int64_t S, double *e)
+{
+    int64_t i = 0;
+    for (; i + W <= S; i += W) FN(log_backward_block)(x + i, g + i, dx + i, C, S, e, W);
+    if (i < S) FN(log_backward_block)(x + i, g + i, dx + i, C, S, e, (int)(S - i));
+}
+
+ATTR static void FN(stats_slab)(const float *x, int64_t C, int64_t S, const int64_t *t,
+                                double *st, double *lp)
+{
+    int64_t i = 0;
+    for (; i + W <= S; i += W) FN(stats_block)(x + i, C, S, t + i, st + 2 * i, lp + i, W);
+    if (i < S) FN(stats_block)(x + i, C, S, t + i, st + 2 * i, lp + i, (int)(S - i));
+}
+
+ATTR static void FN(pick_slab)(const float *x, float *dx, int64_t C, int64_t S,
+                               const double *st, const int64_t *t, const double *gt)
+{
+    int64_t i = 0;
+    for (; i + W <= S; i += W)
+        FN(pick_block)(x + i, dx + i, C, S, st + 2 * i, t + i, gt + i, W);
+    if (i < S) FN(pick_block)(x + i, dx + i, C, S, st + 2 * i, t + i, gt + i, (int)(S - i));
+}
