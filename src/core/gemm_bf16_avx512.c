@@ -107,7 +107,22 @@ BF16_TARGET static void pack_krun_t(uint32_t *dst, int64_t R, int64_t ps, const 
     __m512i v[16];
     for (int64_t l = 0; l < R; l += 16) {
         const __mmask16 keep = first_lanes(R - l);
-        for (int64_t p0 = 0; p0 < kp; p0 += 16) {
+        const int64_t n16 = R - l < 16 ? R - l : 16;   /* the group's lines kept */
+        int64_t p0 = 0;
+        if (s->h && l + n16 <= nl) {
+            /* all of them lines of bf16 bits, sixteen whole pairs: loads
+             * without masks or tests per line */
+            const uint16_t *src = s->h + (l0 + l) * s->ld + t0;
+            for (; p0 + 16 <= kp && 2 * p0 + 32 <= kc; p0 += 16) {
+                for (int r = 0; r < 16; r++)
+                    v[r] = r < n16 ? _mm512_loadu_si512((const void *)(src + r * s->ld + 2 * p0))
+                                   : _mm512_setzero_si512();
+                transpose16(v);
+                for (int q = 0; q < 16; q++)
+                    _mm512_mask_storeu_epi32(dst + (p0 + q) * ps + l, keep, v[q]);
+            }
+        }
+        for (; p0 < kp; p0 += 16) {
             for (int64_t r = 0; r < 16; r++)
                 v[r] = l + r < nl ? pairs_at(s, l0 + l + r, t0 + 2 * p0, kc - 2 * p0)
                                   : _mm512_setzero_si512();
