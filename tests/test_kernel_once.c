@@ -3,7 +3,9 @@
  * kernel): the environment is still read at every call, and every kernel
  * passed gives the bits of the portable one; and of the im2col of small
  * bf16 planes by permutes (tg__conv_perm_plane), for every count of
- * register pairs, against the plain gather through the same table. */
+ * register pairs, against the plain gather through the same table, and of
+ * larger planes of short rows a row at a time (tg__conv_rowperm_plane)
+ * against the table-driven copy. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <stdlib.h>
