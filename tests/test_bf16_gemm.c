@@ -467,3 +467,44 @@ Test(bf16_gemm, environment_variable_forces_a_kernel)
     cr_assert(eq(int, tg_bf16_kernel_get(), TG_BF16_KERNEL_PORTABLE));
     cr_assert(eq(int, unsetenv("TG_BF16_KERNEL"), 0));
 }
+
+/* Operands whose k is contiguous (A not transposed, B transposed), given
+ * as bf16 bits, give the bits of the same values given as f32: the packer
+ * of such lines takes whole groups of bits (sixteen lines of a B panel,
+ * the twelve of an A panel) without masks, and the rest line by line;
+ * shapes with m, n and k on both sides of 12, 16, 32 and the blocks of k,
+ * leading dimensions past the extents, both broadcast forms. */
+Test(bf16_gemm, avx512_k_contiguous_bits_same_bits_as_f32)
+{
+    if (!tg_bf16_kernel_available(TG_BF16_KERNEL_AVX512))
+        cr_skip_test("the avx512 bf16 kernel needs AVX-512 BF16");
+    static const int64_t ms[] = {1, 11, 12, 13, 24, 25, 40};
+    static const int64_t ns[] = {1, 15, 16, 17, 32, 33, 50};
+    static const int64_t ks[] = {1, 31, 32, 33, 64, 65, 200, 385, 800};
+    for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+            for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+                for (int reg = 0; reg < 2; reg++) {
+                    const int64_t m = ms[mi], n = ns[ni], kk = ks[ki];
+                    const int64_t lda = kk + 3, ldb = kk + 5;   /* a (m, k), b (n, k) */
+                    float *a = malloc(sizeof(float) * (size_t)(m * lda));
+                    float *b = malloc(sizeof(float) * (size_t)(n * ldb));
+                    float *c[2] = {malloc(sizeof(float) * (size_t)(m * n)),
+                                   malloc(sizeof(float) * (size_t)(m * n))};
+                    cr_assert(a && b && c[0] && c[1]);
+                    for (int64_t i = 0; i < m * lda; i++) a[i] = rnd_bf16();
+                    for (int64_t i = 0; i < n * ldb; i++) b[i] = rnd_bf16();
+                    uint16_t *ah = bits_of(a, m * lda), *bh = bits_of(b, n * ldb);
+                    tg__bf16_set_broadcast(reg ? TG__BF16_BCAST_REGISTER : TG__BF16_BCAST_LOAD);
+                    for (int v = 0; v < 2; v++)
+                        tg__gemm_bf16_bits(TG_BF16_KERNEL_AVX512, false, true, m, n, kk,
+                                           v ? (const void *)ah : a, v == 1, lda,
+                                           v ? (const void *)bh : b, v == 1, ldb, 0, c[v], n,
+                                           NULL, 0, NULL, 0);
+                    tg__bf16_set_broadcast(TG__BF16_BCAST_AUTO);
+                    cr_assert(eq(int, memcmp(c[0], c[1], sizeof(float) * (size_t)(m * n)), 0),
+                              "m=%lld n=%lld k=%lld register %d: other bits", (long long)m,
+                              (long long)n, (long long)kk, reg);
+                    free(a), free(b), free(c[0]), free(c[1]), free(ah), free(bh);
+                }
+}

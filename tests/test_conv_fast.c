@@ -565,3 +565,48 @@ Test(conv_fast, col2im_avx512_same_bits_as_portable)
                 tg_tensor_release(w), tg_tensor_release(xt);
             }
 }
+
+/* The rows of stride 2 that col2im interleaves from two phase rows of q
+ * values (interleave_avx512: eight pairs a permute, the last ones masked)
+ * give the portable loop's bits for every q from 6 (TG__COL2IM_PHASED_ROW,
+ * the shortest column rows that go by phases) to 25, images 12 to 50 wide
+ * (4 taps, padding 1: the DCGAN's upsampling), across samples and sample
+ * by sample, f32 and f64, the image 6 or 12 rows high. */
+Test(conv_fast, col2im_stride2_rows_every_width_same_bits_as_portable)
+{
+    tg__conv_set_col2im_kernel(TG__CONV_COL2IM_AVX512);
+    if (tg__conv_col2im_kernel() != TG__CONV_COL2IM_AVX512) {
+        tg__conv_set_col2im_kernel(TG__CONV_COL2IM_AUTO);
+        cr_skip_test("the avx512 col2im needs AVX-512 F and BW, which this machine lacks");
+    }
+    for (int64_t q = 6; q <= 25; q++)
+        for (int d = 0; d < 2; d++)
+            for (int runs = 0; runs < 2; runs++) {
+                const tg_dtype dt = d ? TG_F64 : TG_F32;
+                const int64_t h = q % 2 ? 3 : 6;   /* phase rows: column rows of q */
+                const conv_case cc = {2, {2 * h, 2 * q}, {4, 4}, {2, 2}, {1, 1},
+                                      {{1, 1}, {1, 1}}, 1};
+                tg_conv_params p;
+                int64_t img[4], ws[4], ys[4];
+                case_shapes(&cc, 3, 5, &p, img, ws, ys);
+                tg_tensor *w = mk_rand(dt, 4, ws), *xt = mk_rand(dt, 4, ys);
+                tg_tensor *y[2] = {NULL, NULL};
+                tg__conv_set_chunk(2);
+                tg__conv_set_col2im_runs(runs == 1);
+                for (int v = 0; v < 2; v++) {
+                    tg__conv_set_col2im_kernel(v ? TG__CONV_COL2IM_PORTABLE
+                                                 : TG__CONV_COL2IM_AVX512);
+                    cr_assert(eq(int, tg_conv_transpose(&y[v], xt, w, NULL, &p), TG_OK), "%s",
+                              tg_error_message());
+                }
+                tg__conv_set_col2im_kernel(TG__CONV_COL2IM_AUTO);
+                tg__conv_set_col2im_runs(true);
+                tg__conv_set_chunk(0);
+                cr_assert(eq(i64, tg_tensor_dim(y[0], 3), 2 * q));
+                cr_assert(eq(int, memcmp(tg_tensor_data(y[0]), tg_tensor_data(y[1]),
+                                         (size_t)tg_tensor_numel(y[0]) * tg_dtype_size(dt)), 0),
+                          "q %lld %s runs %d", (long long)q, tg_dtype_name(dt), runs);
+                for (int v = 0; v < 2; v++) tg_tensor_release(y[v]);
+                tg_tensor_release(w), tg_tensor_release(xt);
+            }
+}

@@ -3,7 +3,9 @@
  * kernel): the environment is still read at every call, and every kernel
  * passed gives the bits of the portable one; and of the im2col of small
  * bf16 planes by permutes (tg__conv_perm_plane), for every count of
- * register pairs, against the plain gather through the same table. */
+ * register pairs, against the plain gather through the same table, and of
+ * larger planes of short rows a row at a time (tg__conv_rowperm_plane)
+ * against the table-driven copy. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <stdlib.h>
@@ -238,4 +240,62 @@ Test(kernel_once, bf16_sums_and_products_same_bits_for_kernels_and_threads)
     th_release_all(3, ref);
     th_release_all(2, (tg_tensor *[]){a, b});
     tg_set_num_threads(threads);
+}
+
+/* im2col of bf16 planes of 256 elements or more whose rows are at most 32
+ * wide, a column row per permute of an image row (tg__conv_rowperm_plane),
+ * gives the columns of the table-driven copy (tg__conv_set_perm(false))
+ * over image widths 1..32, kernels, strides, paddings and dilations that
+ * put taps outside the rows on either side, in 2-D and 3-D, with 3 images
+ * of 2 channels. */
+Test(kernel_once, rowperm_im2col_same_columns_as_table_copy)
+{
+    if (!tg__cpu_has_avx512bw()) cr_skip_test("the permutes need AVX-512 BW");
+    static const int64_t widths[] = {1, 2, 5, 13, 16, 17, 28, 31, 32};
+    static const int64_t kspd[][4] = {{4, 2, 1, 1}, {3, 1, 1, 1}, {2, 3, 0, 1},
+                                      {3, 2, 2, 2}, {1, 1, 0, 1}, {5, 1, 4, 1}};
+    int used = 0;
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+        for (size_t c = 0; c < sizeof kspd / sizeof kspd[0]; c++)
+            for (int nd = 2; nd <= 3; nd++) {
+                const int64_t iw = widths[wi], k = kspd[c][0];
+                const int64_t ih = 300 / iw + 3, id = nd == 3 ? 3 : 1;
+                int64_t xs[5] = {3, 2, 0, 0, 0}, ws[5] = {4, 2, 0, 0, 0}, ys[5];
+                tg_conv_params p = TG_CONV_PARAMS_INIT;
+                const int64_t ext[3] = {id, ih, iw};
+                for (int a = 0; a < nd; a++) {
+                    const int ax = 3 - nd + a;   /* the geometry's axis */
+                    xs[2 + a] = ext[ax];
+                    ws[2 + a] = ax == 0 ? 2 : k;
+                    p.stride[a] = ax == 0 ? 1 : kspd[c][1];
+                    p.padding[a][0] = p.padding[a][1] = ax == 0 ? 1 : kspd[c][2];
+                    p.dilation[a] = ax == 0 ? 1 : kspd[c][3];
+                }
+                if (tg_conv_output_size(ys + 2, nd, xs + 2, ws + 2, &p) < 0) continue;
+                tg_tensor *x = th_rand_uniform(TG_BF16, 2 + nd, xs, 41);
+                tg_tensor *w = th_rand_uniform(TG_BF16, 2 + nd, ws, 42);
+                tg__conv_geom g;
+                cr_assert(eq(int, tg__conv_validate(false, x, w, NULL, &p, &g, ys), TG_OK),
+                          "%s", tg_error_message());
+                g.half_in = TG_BF16;
+                g.bits = true;
+                used += tg__conv_rowperm_usable(&g) && tg__conv_prod3(g.img) >= 256;
+                const int64_t n = g.c_img * tg__conv_prod3(g.k) * g.batch * tg__conv_prod3(g.col);
+                uint16_t *cols[2];
+                for (int v = 0; v < 2; v++) {
+                    cols[v] = malloc((size_t)n * sizeof *cols[v]);
+                    cr_assert(cols[v] != NULL);
+                    memset(cols[v], 0xAB, (size_t)n * sizeof *cols[v]);
+                    tg__conv_set_perm(v == 0);
+                    cr_assert(eq(int, tg__conv_im2col_batch_bf16(tg_tensor_cdata(x), g.batch,
+                                                                 g.c_img, &g, cols[v]),
+                                 TG_OK));
+                }
+                tg__conv_set_perm(true);
+                cr_assert(eq(int, memcmp(cols[0], cols[1], (size_t)n * sizeof *cols[0]), 0),
+                          "%dd width %lld case %zu: other columns", nd, (long long)iw, c);
+                free(cols[0]), free(cols[1]);
+                th_release_all(2, (tg_tensor *[]){x, w});
+            }
+    cr_assert(used > 60, "the row permutes ran on %d cases", used);
 }

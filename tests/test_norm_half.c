@@ -186,3 +186,44 @@ Test(norm_half, half_sums_are_bn_sums_order_bit_for_bit)
                             }
                         }
 }
+
+/* The row kernels of the forward (tg__bn_half_affine) and of dx
+ * (tg__bn_half_dx, into a separate row and in place over q) on every row
+ * length 1..70, each level the CPU and TG_MAX_ISA allow against the
+ * portable loop: the AVX-512 loops end a row of 16 or more with its last
+ * sixteen values again (overlapping the vectors before them), shorter rows
+ * go to AVX2.  The values before and past the row are left as they were. */
+Test(norm_half, row_kernels_every_length_same_bits_as_portable)
+{
+    enum { NMAX = 70, PAD = 20 };
+    uint16_t p[NMAX], q[NMAX], want[PAD + NMAX + PAD], got[PAD + NMAX + PAD];
+    uint16_t *const w = want + PAD, *const o = got + PAD;   /* the rows */
+    uint64_t st = 0xD1B54A32D192ED03u;
+    const tg_dtype dts[2] = {TG_BF16, TG_F16};
+    const tg__bn_dx_factors f = {.kt = 1.3f, .mu = 0.37f, .a = -0.21f, .bc = 0.83f};
+    for (int d = 0; d < 2; d++)
+        for (int64_t n = 1; n <= NMAX; n++) {
+            for (int64_t i = 0; i < n; i++) {
+                const float pv = (float)(3 * th_uniform_pm1(&st));
+                const float qv = (float)(2 * th_uniform_pm1(&st));
+                p[i] = dts[d] == TG_F16 ? tg_f32_to_f16(pv) : tg_f32_to_bf16(pv);
+                q[i] = dts[d] == TG_F16 ? tg_f32_to_f16(qv) : tg_f32_to_bf16(qv);
+            }
+            for (int simd = 1; simd <= tg__bn_half_simd(); simd++)
+                for (int op = 0; op < 3; op++) {   /* affine, dx, dx in place */
+                    memset(want, 0x5A, sizeof want);
+                    memset(got, 0x5A, sizeof got);
+                    if (op == 2) memcpy(w, q, (size_t)n * 2), memcpy(o, q, (size_t)n * 2);
+                    if (op == 0) {
+                        tg__bn_half_affine(dts[d], p, n, 0.37f, 1.7f, -0.4f, w, 0);
+                        tg__bn_half_affine(dts[d], p, n, 0.37f, 1.7f, -0.4f, o, simd);
+                    } else {
+                        tg__bn_half_dx(dts[d], p, op == 2 ? w : q, n, &f, w, 0);
+                        tg__bn_half_dx(dts[d], p, op == 2 ? o : q, n, &f, o, simd);
+                    }
+                    cr_assert(eq(int, memcmp(got, want, sizeof want), 0),
+                              "%s n %lld simd %d op %d: other bits", tg_dtype_name(dts[d]),
+                              (long long)n, simd, op);
+                }
+        }
+}

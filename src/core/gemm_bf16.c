@@ -127,6 +127,7 @@ typedef struct driver {
     bool amx, emulated;   /* emulated: amx on emulated tiles (tg__amx_emulated) */
     bool reg;             /* avx512: the register broadcast (tg__bf16_broadcast; set by
                            * tg__gemm_bf16_bits, the one caller that runs the kernel) */
+    const tg__bf16_tiles *tiles;   /* avx512: the tile functions of that form */
 } driver;
 
 static _Thread_local bool no_pack_buffers;
@@ -173,12 +174,9 @@ static void block(const driver *d, const uint32_t *ap, const uint32_t *bp, int64
             else if (d->amx)
                 tg__bf16_micro_amx(ap + i * kp, bp + j * kp, kp, c + i * ldc + j, ldc, mr, nr,
                                    first, beta);
-            else if (d->reg)
-                tg__bf16_micro_avx512_register(ap + i * kp, bp + j * kp, kp, c + i * ldc + j,
-                                               ldc, mr, nr, first, beta);
             else
-                tg__bf16_micro_avx512_load(ap + i * kp, bp + j * kp, kp, c + i * ldc + j, ldc,
-                                           mr, nr, first, beta);
+                tg__bf16_tile(d->tiles, mr, nr)(ap + i * kp, bp + j * kp, kp, c + i * ldc + j,
+                                                ldc, mr, nr, first, beta);
         }
     }
 }
@@ -349,6 +347,7 @@ void tg__gemm_bf16_bits(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_
                           pb_line0 % TG__BF16_NR == 0 && pb_line0 + n <= pb->o.lines));
         driver d = driver_of(kern);
         d.reg = !d.amx && tg__bf16_broadcast() == TG__BF16_BCAST_REGISTER;
+        if (!d.amx) d.tiles = tg__bf16_micro_avx512_tiles(d.reg);
         if (gemm_packed(&d, m, n, k, &oa, &ob, beta, c, ldc)) return;
     }
     if (!a || !b || a_bits || b_bits) {

@@ -89,6 +89,22 @@ void tg__bf16_micro_avx512_register(const uint32_t *ap, const uint32_t *bp, int6
  * 16 or 32 columns that holds it, with the same bits as the 12 x 32 tile.
  * Tests: true makes this thread's avx512 tiles all 12 x 32; false restores. */
 void tg__bf16_set_full_tiles(bool on);
+/* The tile functions behind the two above, for the GEMM driver: fn[r][c]
+ * computes tiles of at most 4 (r = 0), 8 or 12 rows and 16 (c = 0) or 32
+ * columns (tg__bf16_tile picks), as the calling thread's
+ * tg__bf16_set_full_tiles and broadcast form reg choose them.  Asked once
+ * per GEMM: the two above ask the thread-local choice per tile, a call
+ * into the dynamic loader (__tls_get_addr) in the shared library. */
+typedef void (*tg__bf16_micro_fn)(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
+                                  int64_t ldc, int mr, int nr, bool first, float beta);
+typedef struct tg__bf16_tiles {
+    tg__bf16_micro_fn fn[3][2];
+} tg__bf16_tiles;
+const tg__bf16_tiles *tg__bf16_micro_avx512_tiles(bool reg);
+static inline tg__bf16_micro_fn tg__bf16_tile(const tg__bf16_tiles *t, int mr, int nr)
+{
+    return t->fn[(mr - 1) / 4][nr > 16];
+}
 /* True when the register form is the faster one on this CPU: all but AMD
  * family 19h (Zen 4). */
 bool tg__bf16_broadcast_best_register(void);

@@ -107,7 +107,22 @@ BF16_TARGET static void pack_krun_t(uint32_t *dst, int64_t R, int64_t ps, const 
     __m512i v[16];
     for (int64_t l = 0; l < R; l += 16) {
         const __mmask16 keep = first_lanes(R - l);
-        for (int64_t p0 = 0; p0 < kp; p0 += 16) {
+        const int64_t n16 = R - l < 16 ? R - l : 16;   /* the group's lines kept */
+        int64_t p0 = 0;
+        if (s->h && l + n16 <= nl) {
+            /* all of them lines of bf16 bits, sixteen whole pairs: loads
+             * without masks or tests per line */
+            const uint16_t *src = s->h + (l0 + l) * s->ld + t0;
+            for (; p0 + 16 <= kp && 2 * p0 + 32 <= kc; p0 += 16) {
+                for (int r = 0; r < 16; r++)
+                    v[r] = r < n16 ? _mm512_loadu_si512((const void *)(src + r * s->ld + 2 * p0))
+                                   : _mm512_setzero_si512();
+                transpose16(v);
+                for (int q = 0; q < 16; q++)
+                    _mm512_mask_storeu_epi32(dst + (p0 + q) * ps + l, keep, v[q]);
+            }
+        }
+        for (; p0 < kp; p0 += 16) {
             for (int64_t r = 0; r < 16; r++)
                 v[r] = l + r < nl ? pairs_at(s, l0 + l + r, t0 + 2 * p0, kc - 2 * p0)
                                   : _mm512_setzero_si512();
@@ -363,34 +378,43 @@ MICRO_FN(REGISTER, 4, 32)
 MICRO_FN(REGISTER, 8, 32)
 MICRO_FN(REGISTER, 12, 32)
 
-typedef void (*micro_fn)(const uint32_t *, const uint32_t *, int64_t, float *, int64_t, int, int,
-                         bool, float);
-
-/* The smallest tile that holds mr x nr: [rows 4, 8, 12][columns 16, 32]. */
-static const micro_fn micro_load[3][2] = {{micro_LOAD_4x16, micro_LOAD_4x32},
-                                          {micro_LOAD_8x16, micro_LOAD_8x32},
-                                          {micro_LOAD_12x16, micro_LOAD_12x32}};
-static const micro_fn micro_register[3][2] = {{micro_REGISTER_4x16, micro_REGISTER_4x32},
-                                              {micro_REGISTER_8x16, micro_REGISTER_8x32},
-                                              {micro_REGISTER_12x16, micro_REGISTER_12x32}};
+/* The smallest tile that holds mr x nr: [rows 4, 8, 12][columns 16, 32];
+ * or the full tile for every size (tg__bf16_set_full_tiles). */
+static const tg__bf16_tiles micro_load = {{{micro_LOAD_4x16, micro_LOAD_4x32},
+                                           {micro_LOAD_8x16, micro_LOAD_8x32},
+                                           {micro_LOAD_12x16, micro_LOAD_12x32}}};
+static const tg__bf16_tiles micro_register = {{{micro_REGISTER_4x16, micro_REGISTER_4x32},
+                                               {micro_REGISTER_8x16, micro_REGISTER_8x32},
+                                               {micro_REGISTER_12x16, micro_REGISTER_12x32}}};
+static const tg__bf16_tiles full_load = {{{micro_LOAD_12x32, micro_LOAD_12x32},
+                                          {micro_LOAD_12x32, micro_LOAD_12x32},
+                                          {micro_LOAD_12x32, micro_LOAD_12x32}}};
+static const tg__bf16_tiles full_register = {{{micro_REGISTER_12x32, micro_REGISTER_12x32},
+                                              {micro_REGISTER_12x32, micro_REGISTER_12x32},
+                                              {micro_REGISTER_12x32, micro_REGISTER_12x32}}};
 
 static _Thread_local bool full_tiles_only;
 
 void tg__bf16_set_full_tiles(bool on) { full_tiles_only = on; }
 
-static int rows_at(int mr) { return full_tiles_only ? 2 : (mr - 1) / 4; }
-static int cols_at(int nr) { return full_tiles_only || nr > 16 ? 1 : 0; }
+const tg__bf16_tiles *tg__bf16_micro_avx512_tiles(bool reg)
+{
+    if (full_tiles_only) return reg ? &full_register : &full_load;
+    return reg ? &micro_register : &micro_load;
+}
 
 void tg__bf16_micro_avx512_load(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
                                 int64_t ldc, int mr, int nr, bool first, float beta)
 {
-    micro_load[rows_at(mr)][cols_at(nr)](ap, bp, kp, c, ldc, mr, nr, first, beta);
+    tg__bf16_tile(tg__bf16_micro_avx512_tiles(false), mr, nr)(ap, bp, kp, c, ldc, mr, nr, first,
+                                                             beta);
 }
 
 void tg__bf16_micro_avx512_register(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
                                     int64_t ldc, int mr, int nr, bool first, float beta)
 {
-    micro_register[rows_at(mr)][cols_at(nr)](ap, bp, kp, c, ldc, mr, nr, first, beta);
+    tg__bf16_tile(tg__bf16_micro_avx512_tiles(true), mr, nr)(ap, bp, kp, c, ldc, mr, nr, first,
+                                                            beta);
 }
 
 /* AMD family 19h (Zen 3 and Zen 4; only Zen 4 has AVX-512 BF16). */
@@ -450,4 +474,9 @@ void tg__bf16_micro_avx512_register(const uint32_t *ap, const uint32_t *bp, int6
 }
 bool tg__bf16_broadcast_best_register(void) { return false; }
 void tg__bf16_set_full_tiles(bool on) { (void)on; }
+const tg__bf16_tiles *tg__bf16_micro_avx512_tiles(bool reg)
+{
+    (void)reg;
+    return NULL;
+}
 #endif

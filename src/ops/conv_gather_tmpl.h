@@ -83,6 +83,19 @@ static void FN(im2col_planes_perm)(void *p, int64_t p0, int64_t p1)
                             q->cols + (ch * ksz * nb + j) * osz, nb * osz);
     }
 }
+
+/* Planes [p0, p1) row by row by permutes (tg__conv_rowperm_plane). */
+static void FN(im2col_planes_rowperm)(void *p, int64_t p0, int64_t p1)
+{
+    const FN(im2col_job) *q = p;
+    const int64_t nb = q->nb, ksz = q->ksz, osz = q->osz, isz = q->isz;
+    for (int64_t pl = p0; pl < p1; pl++) {
+        const int64_t ch = pl / nb, j = pl % nb;
+        if (pl + 1 < p1) FN(prefetch_plane)(q, pl + 1);
+        tg__conv_rowperm_plane((const T *)q->img + (j * q->c + ch) * isz, q->g,
+                               q->cols + (ch * ksz * nb + j) * osz, nb * osz);
+    }
+}
 #endif
 
 /* Planes [p0, p1) through the tap table, each copied next to a zero. */
@@ -189,6 +202,8 @@ int FN(tg__conv_im2col_batch)(const void *img, int64_t nb, int64_t c, const tg__
         /* bits planes of under 256 elements: by permutes, when the CPU has them */
         if (tg__conv_perm_usable(isz) && (q.idx = tg__conv_perm_table(tab, ksz, osz)))
             planes = FN(im2col_planes_perm);
+        else if (tg__conv_rowperm_usable(g))   /* larger planes of short rows */
+            planes = FN(im2col_planes_rowperm);
 #endif
         tg__parallel_range(c * nb, par, planes, &q);
     } else if (tab) {   /* a large plane: the padding test stays in the loop */

@@ -96,6 +96,58 @@ PERM_TARGET void tg__conv_perm_plane(const uint16_t *plane, int64_t isz, const u
     }
 }
 
+/* im2col of planes too large for registers whose rows are short, row by
+ * row: each column row of tap (k0, k1, k2) is one image row (i0, i1)
+ * permuted (vpermw): lane o2 takes element o2*s - pad + k2*d of the row,
+ * the lanes outside the row zeroed by a mask.  The DCGAN's 28x28 planes
+ * (4x4 taps, stride 2) take 16 x 14 permutes of rows of 28, where the
+ * table-driven copy moved their 3136 entries one at a time. */
+bool tg__conv_rowperm_usable(const tg__conv_geom *g)
+{
+    /* the lane arithmetic in 16 bits: o2*s + k2*d - pad within +-32767 */
+    return tg__cpu_has_avx512bw() && !atomic_load(&perm_off) && g->img[2] <= 32 &&
+           g->col[2] <= 32 && g->stride[2] <= 256 && g->dil[2] * g->k[2] <= 8192 &&
+           g->pad[2] <= 8192;
+}
+
+PERM_TARGET void tg__conv_rowperm_plane(const uint16_t *plane, const tg__conv_geom *g,
+                                        uint16_t *dst, int64_t tap_ld)
+{
+    const int64_t *ie = g->img, *oe = g->col, *ke = g->k, *s = g->stride, *d = g->dil,
+                  *pd = g->pad;
+    const __mmask32 row_in = (__mmask32)((1ull << ie[2]) - 1);
+    const __mmask32 keep = (__mmask32)((1ull << oe[2]) - 1);
+    /* lane o2: o2*s2 - pad2, and whether o2 is a column position */
+    const __m512i lane = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18,
+                                          17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2,
+                                          1, 0);
+    const __m512i base = _mm512_sub_epi16(_mm512_mullo_epi16(lane, _mm512_set1_epi16((short)s[2])),
+                                          _mm512_set1_epi16((short)pd[2]));
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t k0 = 0; k0 < ke[0]; k0++)
+        for (int64_t k1 = 0; k1 < ke[1]; k1++)
+            for (int64_t k2 = 0; k2 < ke[2]; k2++, dst += tap_ld) {
+                const __m512i idx = _mm512_add_epi16(base, _mm512_set1_epi16((short)(k2 * d[2])));
+                const __mmask32 ok =
+                    keep & _mm512_cmpge_epi16_mask(idx, zero) &
+                    _mm512_cmplt_epi16_mask(idx, _mm512_set1_epi16((short)ie[2]));
+                uint16_t *out = dst;
+                for (int64_t o0 = 0; o0 < oe[0]; o0++) {
+                    const int64_t i0 = o0 * s[0] - pd[0] + k0 * d[0];
+                    for (int64_t o1 = 0; o1 < oe[1]; o1++, out += oe[2]) {
+                        const int64_t i1 = o1 * s[1] - pd[1] + k1 * d[1];
+                        __m512i v = zero;
+                        if (i0 >= 0 && i0 < ie[0] && i1 >= 0 && i1 < ie[1]) {
+                            const __m512i row =
+                                _mm512_maskz_loadu_epi16(row_in, plane + (i0 * ie[1] + i1) * ie[2]);
+                            v = _mm512_maskz_permutexvar_epi16(ok, idx, row);
+                        }
+                        _mm512_mask_storeu_epi16(out, keep, v);
+                    }
+                }
+            }
+}
+
 #else
 
 bool tg__conv_perm_usable(int64_t isz)
@@ -115,6 +167,19 @@ void tg__conv_perm_plane(const uint16_t *plane, int64_t isz, const uint16_t *idx
 {
     (void)plane, (void)isz, (void)idx, (void)ksz, (void)osz, (void)dst, (void)tap_ld;
     TG_ASSERT(!"tg__conv_perm_plane without AVX-512");
+}
+
+bool tg__conv_rowperm_usable(const tg__conv_geom *g)
+{
+    (void)g;
+    return false;
+}
+
+void tg__conv_rowperm_plane(const uint16_t *plane, const tg__conv_geom *g, uint16_t *dst,
+                            int64_t tap_ld)
+{
+    (void)plane, (void)g, (void)dst, (void)tap_ld;
+    TG_ASSERT(!"tg__conv_rowperm_plane without AVX-512");
 }
 
 #endif

@@ -183,6 +183,15 @@ bool tg__conv_perm_usable(int64_t isz);
 uint16_t *tg__conv_perm_table(const int32_t *tab, int64_t ksz, int64_t osz);
 void tg__conv_perm_plane(const uint16_t *plane, int64_t isz, const uint16_t *idx, int64_t ksz,
                          int64_t osz, uint16_t *dst, int64_t tap_ld);
+/* im2col of larger planes of bf16 bits whose rows are at most 32 elements
+ * on both sides (img[2] and col[2]), a column row at a time by one AVX-512
+ * permute of an image row (conv_im2col_avx512.c).  tg__conv_rowperm_usable:
+ * the CPU has AVX-512 BW, the permutes are on (tg__conv_set_perm) and g's
+ * last axis qualifies.  tg__conv_rowperm_plane: dst + k*tap_ld = the O
+ * column entries of tap k of the plane, as tg__conv_perm_plane. */
+bool tg__conv_rowperm_usable(const tg__conv_geom *g);
+void tg__conv_rowperm_plane(const uint16_t *plane, const tg__conv_geom *g, uint16_t *dst,
+                            int64_t tap_ld);
 /* Tests: the memory budget of the weight-gradient partials of one wave of
  * chunks (conv_passes); 0 restores the default (this thread only;
  * conv_gemm.c). */

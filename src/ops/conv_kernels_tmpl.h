@@ -127,14 +127,70 @@ TG__COL2IM_INLINE void FN(phase_sums_runs)(const T *cols, int64_t ld,
                          cols + (ch * ksz + k) * ld + j0 * osz, rn->mask + k * rn->n, rn->n);
 }
 
+#ifdef TG__HAVE_X86_SIMD
+#ifndef TG__COL2IM_AVX512
+#if defined(__clang__)   /* no prefer-vector-width in clang's target attribute */
+#define TG__COL2IM_AVX512 __attribute__((target("avx512f,avx512bw,avx2")))
+#else
+#define TG__COL2IM_AVX512 \
+    __attribute__((target("avx512f,avx512bw,avx2,prefer-vector-width=256")))
+#endif
+#endif
+
+/* dst[2x] = e[x], dst[2x + 1] = o[x] for x < q2 (an image row of stride 2
+ * from its two phase rows), eight pairs a permute: the phase rows of the
+ * DCGAN's layers are 7 and 14 long, which the compiler's loop took one
+ * element at a time after its overlap tests.  Moves only: the loop's bits. */
+TG__COL2IM_AVX512 static void FN(interleave_avx512)(T *restrict dst, const T *restrict e,
+                                                    const T *restrict o, int64_t q2)
+{
+    if (sizeof(T) != sizeof(float)) {
+        for (int64_t x = 0; x < q2; x++) {
+            dst[2 * x] = e[x];
+            dst[2 * x + 1] = o[x];
+        }
+        return;
+    }
+    const float *ef = (const float *)(const void *)e, *of = (const float *)(const void *)o;
+    float *df = (float *)(void *)dst;
+    /* lane 2x: element x of the first operand (e), lane 2x + 1: of the second */
+    const __m512i idx = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    for (int64_t x = 0; x < q2; x += 8) {
+        const unsigned n = (unsigned)(q2 - x < 8 ? q2 - x : 8);
+        const __mmask16 in = (__mmask16)((1u << n) - 1), out = (__mmask16)((1u << (2 * n)) - 1);
+        const __m512 ev = _mm512_maskz_loadu_ps(in, ef + x), ov = _mm512_maskz_loadu_ps(in, of + x);
+        _mm512_mask_storeu_ps(df + 2 * x, out, _mm512_permutex2var_ps(ev, idx, ov));
+    }
+}
+#endif
+
+/* dst[2x] = e[x], dst[2x + 1] = o[x] for x < q2: by interleave_avx512 when
+ * wide, else a loop. */
+TG__COL2IM_INLINE void FN(interleave)(T *restrict dst, const T *restrict e, const T *restrict o,
+                                      int64_t q2, bool wide)
+{
+#ifdef TG__HAVE_X86_SIMD
+    if (wide) {
+        FN(interleave_avx512)(dst, e, o, q2);
+        return;
+    }
+#endif
+    (void)wide;
+    for (int64_t x = 0; x < q2; x++) {
+        dst[2 * x] = e[x];
+        dst[2 * x + 1] = o[x];
+    }
+}
+
 /* col2im of the block (channel ch, samples [j0, j0 + jb)) through acc:
  * its phase planes summed sample by sample (phase_sums) or, with rn, across
  * the samples (phase_sums_runs; acc then holds 2 * rn->margin more), then
- * interleaved into img. */
+ * interleaved into img (rows of stride 2 by interleave_avx512 when wide). */
 TG__COL2IM_INLINE void FN(col2im_phased)(const T *cols, int64_t ld, int64_t c,
                                          const tg__conv_geom *g, const conv_taps *tp,
                                          const col2im_phases *ph, const col2im_runs *rn,
-                                         int64_t ch, int64_t j0, int64_t jb, T *acc, T *img)
+                                         int64_t ch, int64_t j0, int64_t jb, T *acc, T *img,
+                                         bool wide)
 {
     const int64_t *ie = g->img, *s = g->stride;
     const int64_t osz = tg__conv_prod3(g->col), isz = tg__conv_prod3(ie);
@@ -148,7 +204,7 @@ TG__COL2IM_INLINE void FN(col2im_phased)(const T *cols, int64_t ld, int64_t c,
     const int64_t *poff = rn ? rn->poff : ph->poff, jstep = rn ? osz : isz;
     const int64_t s2 = s[2] < ie[2] ? s[2] : ie[2];   /* the phases of the last axis in use */
     /* Stride 2 on the last axis with both phases of one length (even
-     * rows): one loop that interleaves the two, which gcc vectorises. */
+     * rows): one interleave of the two (FN(interleave)). */
     const bool pairs = s[2] == 2 && s2 == 2 && ph->q[2][0] == ph->q[2][1];
     for (int64_t j = j0; j < j0 + jb; j++) {
         const T *a = acc + (j - j0) * jstep;
@@ -161,10 +217,7 @@ TG__COL2IM_INLINE void FN(col2im_phased)(const T *cols, int64_t ld, int64_t c,
                 if (pairs) {
                     const int64_t q2 = ph->q[2][0];
                     const T *e = a + po[0] + row * q2, *o = a + po[1] + row * q2;
-                    for (int64_t x = 0; x < q2; x++) {
-                        dst[2 * x] = e[x];
-                        dst[2 * x + 1] = o[x];
-                    }
+                    FN(interleave)(dst, e, o, q2, wide);
                 } else {
                     for (int64_t r2 = 0; r2 < s2; r2++) {
                         const int64_t q2 = ph->q[2][r2];
@@ -184,18 +237,10 @@ static void FN(col2im_phased_base)(const T *cols, int64_t ld, int64_t c,
                                    const col2im_phases *ph, const col2im_runs *rn, int64_t ch,
                                    int64_t j0, int64_t jb, T *acc, T *img)
 {
-    FN(col2im_phased)(cols, ld, c, g, tp, ph, rn, ch, j0, jb, acc, img);
+    FN(col2im_phased)(cols, ld, c, g, tp, ph, rn, ch, j0, jb, acc, img, false);
 }
 
 #ifdef TG__HAVE_X86_SIMD
-#ifndef TG__COL2IM_AVX512
-#if defined(__clang__)   /* no prefer-vector-width in clang's target attribute */
-#define TG__COL2IM_AVX512 __attribute__((target("avx512f,avx512bw,avx2")))
-#else
-#define TG__COL2IM_AVX512 \
-    __attribute__((target("avx512f,avx512bw,avx2,prefer-vector-width=256")))
-#endif
-#endif
 TG__COL2IM_AVX512 static void FN(col2im_phased_avx512)(const T *cols, int64_t ld, int64_t c,
                                                        const tg__conv_geom *g,
                                                        const conv_taps *tp,
@@ -203,7 +248,7 @@ TG__COL2IM_AVX512 static void FN(col2im_phased_avx512)(const T *cols, int64_t ld
                                                        const col2im_runs *rn, int64_t ch,
                                                        int64_t j0, int64_t jb, T *acc, T *img)
 {
-    FN(col2im_phased)(cols, ld, c, g, tp, ph, rn, ch, j0, jb, acc, img);
+    FN(col2im_phased)(cols, ld, c, g, tp, ph, rn, ch, j0, jb, acc, img, true);
 }
 #endif
 

@@ -337,32 +337,50 @@ TG__AVX2 static void dx_avx2(tg_dtype dt, const uint16_t *p, const uint16_t *q, 
 }
 
 /* affine_avx2 and dx_avx2 sixteen values at a time (the same operations,
- * the same rounding: tg__half_store16 has tg__half_store8's bits); the last
- * n mod 16 by them. */
+ * the same rounding: tg__half_store16 has tg__half_store8's bits).  A row
+ * of 16 values or more ends with its last sixteen, overlapping the vectors
+ * before: computed from the values loaded before any store (o may be the
+ * row itself), they give the overlapped values the same bits again.  The
+ * rows of a batch norm are a plane each (49 values for 7 x 7), and handing
+ * each row's tail to the AVX2 and scalar loops cost more than the row's
+ * vectors in the DCGAN's bf16 step (a masked store of the tail is slower
+ * still: the next row's first load waits for it).  Shorter rows go to the
+ * AVX2 loop. */
 TG__AVX512 static void affine_avx512(tg_dtype dt, const uint16_t *p, int64_t n, float mu, float k,
                                      float sh, uint16_t *o)
 {
+    if (n < 16) {
+        affine_avx2(dt, p, n, mu, k, sh, o);
+        return;
+    }
     const __m512 vm = _mm512_set1_ps(mu), vk = _mm512_set1_ps(k), vs = _mm512_set1_ps(sh);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
+    const __m512 last =
+        _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(tg__half_load16(dt, p + n - 16), vm), vk), vs);
+    for (int64_t i = 0; i + 16 <= n; i += 16) {
         const __m512 v = _mm512_mul_ps(_mm512_sub_ps(tg__half_load16(dt, p + i), vm), vk);
         tg__half_store16(dt, o + i, _mm512_add_ps(v, vs));
     }
-    affine_avx2(dt, p + i, n - i, mu, k, sh, o + i);
+    if (n % 16) tg__half_store16(dt, o + n - 16, last);
 }
 
 TG__AVX512 static void dx_avx512(tg_dtype dt, const uint16_t *p, const uint16_t *q, int64_t n,
                                  const tg__bn_dx_factors *f, uint16_t *o)
 {
+    if (n < 16) {
+        dx_avx2(dt, p, q, n, f, o);
+        return;
+    }
     const __m512 vkt = _mm512_set1_ps(f->kt), va = _mm512_set1_ps(f->a),
                  vm = _mm512_set1_ps(f->mu), vbc = _mm512_set1_ps(f->bc);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
+    const __m512 tl = _mm512_mul_ps(_mm512_sub_ps(tg__half_load16(dt, p + n - 16), vm), vbc);
+    const __m512 ul = _mm512_sub_ps(_mm512_sub_ps(tg__half_load16(dt, q + n - 16), va), tl);
+    const __m512 last = _mm512_mul_ps(vkt, ul);
+    for (int64_t i = 0; i + 16 <= n; i += 16) {
         const __m512 t = _mm512_mul_ps(_mm512_sub_ps(tg__half_load16(dt, p + i), vm), vbc);
         const __m512 u = _mm512_sub_ps(_mm512_sub_ps(tg__half_load16(dt, q + i), va), t);
         tg__half_store16(dt, o + i, _mm512_mul_ps(vkt, u));
     }
-    dx_avx2(dt, p + i, q + i, n - i, f, o + i);
+    if (n % 16) tg__half_store16(dt, o + n - 16, last);
 }
 #endif
 
