@@ -11,7 +11,7 @@ ATTR static inline __attribute__((always_inline)) void BLOCK(int op, float *o,
     VF af, gf = {0}, of;
     memcpy(&af, a, sizeof af);
     if (op == TG__USIMD_GELU_GRAD || op == TG__USIMD_SILU_GRAD) memcpy(&gf, g, sizeof gf);
-    const VD x = __builtin_convertvector(af, VD);
+    const VD x = CVT_IN(af);
     const VD zero = {0};
     VD y;
     if (op == TG__USIMD_EXP) {
@@ -20,7 +20,7 @@ ATTR static inline __attribute__((always_inline)) void BLOCK(int op, float *o,
         const VD t = SEL(lo, zero - 120.0, SEL(hi, zero + 100.0, x));
         EXPV(t, y);
         y = (VD)((VI)y & ~lo);
-        of = __builtin_convertvector(y, VF);
+        of = CVT_OUT(y);
         memcpy(o, &of, sizeof of);
         return;
     }
@@ -55,7 +55,7 @@ ATTR static inline __attribute__((always_inline)) void BLOCK(int op, float *o,
         const VD s = SEL(x >= 0.0, zero + 1.0, e) / (1.0 + e);
         if (op == TG__USIMD_SIGMOID) y = s;
         else if (op == TG__USIMD_SILU) y = x * s;
-        else y = __builtin_convertvector(gf, VD) * (s * (1.0 + x * (1.0 - s)));
+        else y = CVT_IN(gf) * (s * (1.0 + x * (1.0 - s)));
         y = SEL(x != x, x, y);
     } else {
         /* a = |x| <= GELU_AMAX: piece k of F (forward) or D (gradient) at t,
@@ -92,10 +92,93 @@ ATTR static inline __attribute__((always_inline)) void BLOCK(int op, float *o,
              * x, a halfway case */
             y = x * SEL(ax < 0x1p-60, zero + 0.5, r);
         } else {
-            y = __builtin_convertvector(gf, VD) * r;
+            y = CVT_IN(gf) * r;
         }
         y = SEL(x != x, x, y);   /* NaN: x's (widths differ in a NaN's sign) */
     }
-    of = __builtin_convertvector(y, VF);
+    of = CVT_OUT(y);
     memcpy(o, &of, sizeof of);
+}
+
+/* o[0..N W) = op(a) for N vectors of W lanes, op EXP, GELU, SOFTPLUS,
+ * SIGMOID or SILU: BLOCK's operations per lane, so the same bits, with each step
+ * taken for all N vectors in turn (N independent chains of dependent
+ * steps side by side, which the CPU overlaps).  A gelu block holding a
+ * lane past GELU_AMAX (or NaN) goes through BLOCK vector by vector. */
+ATTR static inline __attribute__((always_inline)) void BLOCKN(int op, float *o, const float *a)
+{
+    const VD zero = {0};
+    VD x[N], y[N];
+    TG__UNROLL for (int u = 0; u < N; u++) {
+        VF af;
+        memcpy(&af, a + u * (int)(sizeof(VF) / sizeof(float)), sizeof af);
+        x[u] = CVT_IN(af);
+    }
+    if (op == TG__USIMD_EXP) {
+        VD t[N];
+        VI lo[N];
+        TG__UNROLL for (int u = 0; u < N; u++) {
+            const VI hi = x[u] > 100.0;
+            lo[u] = x[u] < -120.0;
+            t[u] = SEL(lo[u], zero - 120.0, SEL(hi, zero + 100.0, x[u]));
+        }
+        TG__EXPV_N(VD, VU, FMA, TAB, N, t, y);
+        TG__UNROLL for (int u = 0; u < N; u++) y[u] = (VD)((VI)y[u] & ~lo[u]);
+    } else if (op == TG__USIMD_SOFTPLUS) {
+        VD t[N], e[N];
+        VI tiny[N];
+        TG__UNROLL for (int u = 0; u < N; u++) {
+            const VD tu = zero - ABSV(x[u]);
+            tiny[u] = ~(tu >= -120.0);
+            t[u] = SEL(tiny[u], zero - 120.0, tu);
+        }
+        TG__EXPV_N(VD, VU, FMA, TAB, N, t, e);
+        TG__UNROLL for (int u = 0; u < N; u++) {
+            VD l;
+            LOG1PV((VD)((VI)e[u] & ~tiny[u]), l);
+            y[u] = SEL(x[u] > 0.0, x[u], zero) + l;
+            y[u] = SEL(x[u] != x[u], x[u], y[u]);
+        }
+    } else if (op == TG__USIMD_SIGMOID || op == TG__USIMD_SILU) {
+        VD t[N], e[N];
+        VI tiny[N];
+        TG__UNROLL for (int u = 0; u < N; u++) {
+            const VD tu = zero - ABSV(x[u]);
+            tiny[u] = ~(tu >= -120.0);
+            t[u] = SEL(tiny[u], zero - 120.0, tu);
+        }
+        TG__EXPV_N(VD, VU, FMA, TAB, N, t, e);
+        TG__UNROLL for (int u = 0; u < N; u++) {
+            const VD eu = (VD)((VI)e[u] & ~tiny[u]);
+            const VD s = SEL(x[u] >= 0.0, zero + 1.0, eu) / (1.0 + eu);
+            y[u] = op == TG__USIMD_SIGMOID ? s : x[u] * s;
+            y[u] = SEL(x[u] != x[u], x[u], y[u]);
+        }
+    } else {
+        VD ax[N], t[N], p[N];
+        VU kb[N];
+        VI far = {0};
+        TG__UNROLL for (int u = 0; u < N; u++) {
+            ax[u] = ABSV(x[u]);
+            const VD km = FMA(ax[u], zero + 8.0 / 3.0, zero + 0x1.8p52);
+            kb[u] = (VU)km & 15;
+            t[u] = ax[u] - (km - 0x1.8p52) * 0.375;
+            far |= ~(ax[u] <= GELU_AMAX);
+        }
+        if (ANY(far)) {
+            const int w = (int)(sizeof(VF) / sizeof(float));
+            TG__UNROLL for (int u = 0; u < N; u++) BLOCK(op, o + u * w, a + u * w, NULL);
+            return;
+        }
+        POLYN(GELU_F, GELU_FP, N, kb, t, p);
+        TG__UNROLL for (int u = 0; u < N; u++) {
+            const VD r = SEL(x[u] < 0.0, p[u], 1.0 - p[u]);
+            y[u] = x[u] * SEL(ax[u] < 0x1p-60, zero + 0.5, r);
+            y[u] = SEL(x[u] != x[u], x[u], y[u]);
+        }
+    }
+    TG__UNROLL for (int u = 0; u < N; u++) {
+        const VF of = CVT_OUT(y[u]);
+        memcpy(o + u * (int)(sizeof(VF) / sizeof(float)), &of, sizeof of);
+    }
 }
