@@ -101,84 +101,65 @@ ATTR static inline __attribute__((always_inline)) void BLOCK(int op, float *o,
 }
 
 /* o[0..N W) = op(a) for N vectors of W lanes, op EXP, GELU, SOFTPLUS,
- * SIGMOID or SILU: BLOCK's operations per lane, so the same bits, with each step
- * taken for all N vectors in turn (N independent chains of dependent
- * steps side by side, which the CPU overlaps).  A gelu block holding a
- * lane past GELU_AMAX (or NaN) goes through BLOCK vector by vector. */
+ * SIGMOID or SILU: BLOCK's operations per lane, so the same bits, with
+ * each step taken for all N vectors in turn (N independent chains of
+ * dependent steps side by side, which the CPU overlaps).  A block holding
+ * a lane outside the range where BLOCK's clamps, masks and NaN selects
+ * change nothing (exp: x outside [-120, 100]; softplus, sigmoid, silu:
+ * |x| > 120; gelu: |x| > GELU_AMAX; NaN for all) goes through BLOCK
+ * vector by vector, so the block itself skips them. */
 ATTR static inline __attribute__((always_inline)) void BLOCKN(int op, float *o, const float *a)
 {
+    enum { W_ = (int)(sizeof(VF) / sizeof(float)) };
     const VD zero = {0};
     VD x[N], y[N];
+    VI far = {0};
     TG__UNROLL for (int u = 0; u < N; u++) {
         VF af;
-        memcpy(&af, a + u * (int)(sizeof(VF) / sizeof(float)), sizeof af);
+        memcpy(&af, a + u * W_, sizeof af);
         x[u] = CVT_IN(af);
+        if (op == TG__USIMD_EXP) far |= ~((x[u] >= -120.0) & (x[u] <= 100.0));
+        else if (op == TG__USIMD_GELU) far |= ~(ABSV(x[u]) <= GELU_AMAX);
+        else far |= ~(ABSV(x[u]) <= 120.0);
+    }
+    if (ANY(far)) {
+        TG__UNROLL for (int u = 0; u < N; u++) BLOCK(op, o + u * W_, a + u * W_, NULL);
+        return;
     }
     if (op == TG__USIMD_EXP) {
-        VD t[N];
-        VI lo[N];
-        TG__UNROLL for (int u = 0; u < N; u++) {
-            const VI hi = x[u] > 100.0;
-            lo[u] = x[u] < -120.0;
-            t[u] = SEL(lo[u], zero - 120.0, SEL(hi, zero + 100.0, x[u]));
-        }
-        TG__EXPV_N(VD, VU, FMA, TAB, N, t, y);
-        TG__UNROLL for (int u = 0; u < N; u++) y[u] = (VD)((VI)y[u] & ~lo[u]);
-    } else if (op == TG__USIMD_SOFTPLUS) {
-        VD t[N], e[N];
-        VI tiny[N];
-        TG__UNROLL for (int u = 0; u < N; u++) {
-            const VD tu = zero - ABSV(x[u]);
-            tiny[u] = ~(tu >= -120.0);
-            t[u] = SEL(tiny[u], zero - 120.0, tu);
-        }
-        TG__EXPV_N(VD, VU, FMA, TAB, N, t, e);
-        TG__UNROLL for (int u = 0; u < N; u++) {
-            VD l;
-            LOG1PV((VD)((VI)e[u] & ~tiny[u]), l);
-            y[u] = SEL(x[u] > 0.0, x[u], zero) + l;
-            y[u] = SEL(x[u] != x[u], x[u], y[u]);
-        }
-    } else if (op == TG__USIMD_SIGMOID || op == TG__USIMD_SILU) {
-        VD t[N], e[N];
-        VI tiny[N];
-        TG__UNROLL for (int u = 0; u < N; u++) {
-            const VD tu = zero - ABSV(x[u]);
-            tiny[u] = ~(tu >= -120.0);
-            t[u] = SEL(tiny[u], zero - 120.0, tu);
-        }
-        TG__EXPV_N(VD, VU, FMA, TAB, N, t, e);
-        TG__UNROLL for (int u = 0; u < N; u++) {
-            const VD eu = (VD)((VI)e[u] & ~tiny[u]);
-            const VD s = SEL(x[u] >= 0.0, zero + 1.0, eu) / (1.0 + eu);
-            y[u] = op == TG__USIMD_SIGMOID ? s : x[u] * s;
-            y[u] = SEL(x[u] != x[u], x[u], y[u]);
-        }
-    } else {
+        TG__EXPV_N(VD, VU, FMA, TAB, N, x, y);
+    } else if (op == TG__USIMD_GELU) {
         VD ax[N], t[N], p[N];
         VU kb[N];
-        VI far = {0};
         TG__UNROLL for (int u = 0; u < N; u++) {
             ax[u] = ABSV(x[u]);
             const VD km = FMA(ax[u], zero + 8.0 / 3.0, zero + 0x1.8p52);
             kb[u] = (VU)km & 15;
             t[u] = ax[u] - (km - 0x1.8p52) * 0.375;
-            far |= ~(ax[u] <= GELU_AMAX);
-        }
-        if (ANY(far)) {
-            const int w = (int)(sizeof(VF) / sizeof(float));
-            TG__UNROLL for (int u = 0; u < N; u++) BLOCK(op, o + u * w, a + u * w, NULL);
-            return;
         }
         POLYN(GELU_F, GELU_FP, N, kb, t, p);
         TG__UNROLL for (int u = 0; u < N; u++) {
             const VD r = SEL(x[u] < 0.0, p[u], 1.0 - p[u]);
             y[u] = x[u] * SEL(ax[u] < 0x1p-60, zero + 0.5, r);
-            y[u] = SEL(x[u] != x[u], x[u], y[u]);
+        }
+    } else {
+        /* e = exp(-|x|), as BLOCK's (|x| <= 120: no clamp) */
+        VD t[N], e[N];
+        TG__UNROLL for (int u = 0; u < N; u++) t[u] = zero - ABSV(x[u]);
+        TG__EXPV_N(VD, VU, FMA, TAB, N, t, e);
+        TG__UNROLL for (int u = 0; u < N; u++) {
+            if (op == TG__USIMD_SOFTPLUS) {
+                VD l;
+                LOG1PV(e[u], l);
+                y[u] = SEL(x[u] > 0.0, x[u], zero) + l;
+            } else {
+                const VD s = SEL(x[u] >= 0.0, zero + 1.0, e[u]) / (1.0 + e[u]);
+                y[u] = op == TG__USIMD_SIGMOID ? s : x[u] * s;
+            }
         }
     }
     TG__UNROLL for (int u = 0; u < N; u++) {
         const VF of = CVT_OUT(y[u]);
-        memcpy(o + u * (int)(sizeof(VF) / sizeof(float)), &of, sizeof of);
+        memcpy(o + u * W_, &of, sizeof of);
     }
 }
