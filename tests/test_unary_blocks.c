@@ -7,7 +7,7 @@
  * library call), the special values and edges (+-0, subnormals, +-inf,
  * NaN, exp's overflow and underflow, gelu's piece boundaries and its
  * switch to erfc at |x| = 5.8), and blocks mixing a few such lanes into
- * ordinary ones, which send a gelu block back vector by vector. */
+ * ordinary ones, which send a block back vector by vector. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -107,7 +107,7 @@ Test(unary_blocks, edges_match_one_vector_blocks)
         }
     }
     /* ordinary lanes with one or two of the specials mixed in at spread
-     * positions: gelu blocks that hold a lane past 5.8 or NaN */
+     * positions: blocks that hold a lane past their range or NaN */
     const int64_t base = n;
     for (int64_t i = base; i < MAX; i++) {
         a[i] = (float)((i * 37) % 801 - 400) * 0.01f;

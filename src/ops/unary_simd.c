@@ -7,8 +7,11 @@
  * in the plain C and AVX2 (with FMA) clones, eight in the AVX-512 one,
  * every lane taking the same operations, fused multiply-adds written out
  * (src/ops/exp_simd.h's FMA helpers: c17 contracts nothing else), so all
- * widths give the same bits.  The last, partial vector runs on a
- * zero-padded copy.
+ * widths give the same bits.  exp, gelu, softplus, sigmoid and silu go
+ * N vectors at a time (six with AVX-512, four with AVX2, two in plain C;
+ * unary_simd_tmpl.h's BLOCKN), each step for all N in turn, the same
+ * operations per lane.  The last, partial vector runs on a zero-padded
+ * copy.
  *
  * exp is src/ops/exp_simd.h's (a 32-entry table and a polynomial of
  * degree 6, a relative error under 2.3e-16).  erfc(z) for z >= 0 is

@@ -1,8 +1,9 @@
-/* src/ops/unary_simd_tmpl.h - one block of lanes of src/ops/unary_simd.c,
- * included once per vector width with VF (floats), VD (doubles), VI
- * (int64), VU (uint64), FMA and TAB (the width's helpers of
- * src/ops/exp_simd.h), BLOCK (the function's name) and ATTR (its target
- * attribute) defined; no include guard. */
+/* src/ops/unary_simd_tmpl.h - the blocks of lanes of src/ops/unary_simd.c,
+ * one vector (BLOCK) and N vectors (BLOCKN), included once per vector
+ * width with VF (floats), VD (doubles), VI (int64), VU (uint64), FMA and
+ * TAB (the width's helpers of src/ops/exp_simd.h), POLY and POLYN (gelu's
+ * pieces), ANY, CVT_IN and CVT_OUT, N, BLOCK and BLOCKN (the functions'
+ * names) and ATTR (their target attribute) defined; no include guard. */
 
 /* o[0..W) = op(a, g) for one vector of W lanes (ops: unary_simd_internal.h). */
 ATTR static inline __attribute__((always_inline)) void BLOCK(int op, float *o,
