@@ -48,6 +48,7 @@ static void expect_blocks_match(const float *a, int64_t n, tg__exp_width w, floa
     for (int k = 0; k < NOPS; k++) {
         by_short_calls(ops[k], want, a, n, w);
         tg__unary_simd_f32(ops[k], got, a, NULL, n, w);
+        if (memcmp(got, want, (size_t)n * sizeof *got) == 0) continue;
         for (int64_t i = 0; i < n; i++)
             cr_assert(memcmp(&got[i], &want[i], sizeof *got) == 0,
                       "width %d op %d x=%a: %a, one vector at a time %a", (int)w, (int)ops[k],
