@@ -66,6 +66,10 @@ static const double TG__EXP2_TAB_LO[32] __attribute__((aligned(64), unused)) = {
     0x1.2ed02d75b3707p-55, -0x1.1a5cd4f184b5cp-54, -0x1.e9c23179c2893p-54, 0x1.9d3e12dd8a18bp-54,
 };
 
+/* Before a loop over the n vectors of a _N macro: unrolled early, so that
+ * the vectors' steps stay side by side (no loop interchange undoes it). */
+#define TG__UNROLL _Pragma("GCC unroll 8")
+
 /* Plain C: fma() lane by lane (n lanes of VD), the table indexed lane by
  * lane. */
 #define TG__FMA_LANES(VD, n, a, b, c)                                                     \
@@ -117,34 +121,66 @@ static const double TG__EXP2_TAB_LO[32] __attribute__((aligned(64), unused)) = {
 #define TG__TAB8(tab, j) TG__TAB_LANES(tg__v8d, tg__v8u, 8, tab, j)
 #endif
 
-/* The reduction and e^r - 1 of t (VD lanes), t in [-708, 700] or NaN: p
- * = e^r - 1 and kb, whose low bits hold K (j = kb & 31, k in bits 5..). */
-#define TG__EXP_REDUCE(VD, VU, FMA, t_in, p, kb)                                          \
+/* The reduction and e^r - 1 of t[0..n) (VD lanes each), t in [-708, 700]
+ * or NaN: p[u] = e^r - 1 and kb[u], whose low bits hold K (j = kb & 31, k
+ * in bits 5..).  Each step runs for all n vectors in turn: the same
+ * operations per lane for any n, so the same bits, and n independent
+ * chains side by side, which the CPU overlaps where one chain's latency
+ * would stall it. */
+#define TG__EXP_REDUCE_N(VD, VU, FMA, n, t, p, kb)                                        \
     do {                                                                                  \
-        const VD t_ = (t_in), z_ = {0};                                                   \
-        const VD km_ = FMA(t_, z_ + 0x1.71547652b82fep+5, z_ + 0x1.8p52); /* 32 / ln2 */  \
-        const VD k_ = km_ - 0x1.8p52;                                                     \
-        const VD r0_ = FMA(k_, z_ - 0x1.62e42fefa39efp-6, t_);   /* ln2 / 32, two parts */ \
-        const VD r_ = FMA(k_, z_ - 0x1.abc9e3b39803fp-61, r0_);                           \
-        const VD r2_ = r_ * r_;                                                           \
-        const VD a_ = FMA(r_, z_ + 1.0 / 6.0, z_ + 0.5);                                  \
-        const VD b_ = FMA(r_, z_ + 1.0 / 120.0, z_ + 1.0 / 24.0);                         \
-        const VD c_ = FMA(r2_, z_ + 1.0 / 720.0, b_);                                     \
-        const VD q_ = FMA(r2_, c_, a_);                                                   \
-        (p) = FMA(q_, r2_, r_);                                                           \
-        (kb) = (VU)km_;                                                                   \
+        const VD z_ = {0};                                                                \
+        VD km_[n], r_[n], r2_[n], a_[n], b_[n];                                           \
+        TG__UNROLL for (int u_ = 0; u_ < (n); u_++)                                       \
+            km_[u_] = FMA((t)[u_], z_ + 0x1.71547652b82fep+5, z_ + 0x1.8p52); /* 32/ln2 */ \
+        TG__UNROLL for (int u_ = 0; u_ < (n); u_++) {                                     \
+            const VD k_ = km_[u_] - 0x1.8p52;                                             \
+            const VD r0_ = FMA(k_, z_ - 0x1.62e42fefa39efp-6, (t)[u_]); /* ln2/32, 2 parts */ \
+            r_[u_] = FMA(k_, z_ - 0x1.abc9e3b39803fp-61, r0_);                            \
+        }                                                                                 \
+        TG__UNROLL for (int u_ = 0; u_ < (n); u_++) {                                     \
+            r2_[u_] = r_[u_] * r_[u_];                                                    \
+            a_[u_] = FMA(r_[u_], z_ + 1.0 / 6.0, z_ + 0.5);                               \
+            b_[u_] = FMA(r_[u_], z_ + 1.0 / 120.0, z_ + 1.0 / 24.0);                      \
+        }                                                                                 \
+        TG__UNROLL for (int u_ = 0; u_ < (n); u_++) {                                     \
+            const VD c_ = FMA(r2_[u_], z_ + 1.0 / 720.0, b_[u_]);                         \
+            const VD q_ = FMA(r2_[u_], c_, a_[u_]);                                       \
+            (p)[u_] = FMA(q_, r2_[u_], r_[u_]);                                           \
+            (kb)[u_] = (VU)km_[u_];                                                       \
+        }                                                                                 \
     } while (0)
 
-/* y = e^t in each lane of VD (VU: uint64 lanes), t in [-708, 700] or NaN
- * (NaN); FMA and TAB the width's helpers (above). */
+/* y[u] = e^t[u] for u < n, each a vector of VD (VU: uint64 lanes), t in
+ * [-708, 700] or NaN (NaN); FMA and TAB the width's helpers (above). */
+#define TG__EXPV_N(VD, VU, FMA, TAB, n, t, y)                                             \
+    do {                                                                                  \
+        VD pn_[n];                                                                        \
+        VU kbn_[n];                                                                       \
+        TG__EXP_REDUCE_N(VD, VU, FMA, n, t, pn_, kbn_);                                   \
+        TG__UNROLL for (int un_ = 0; un_ < (n); un_++) {                                  \
+            const VD s_ = (VD)((VU)TAB(TG__EXP2_TAB, kbn_[un_] & 31) +                    \
+                               ((kbn_[un_] << 47) & 0xFFF0000000000000u)); /* 2^k 2^(j/32) */ \
+            (y)[un_] = FMA(s_, pn_[un_], s_);                                             \
+        }                                                                                 \
+    } while (0)
+
+/* One vector: p = e^r - 1 and kb of t_in, and y = e^t_in. */
+#define TG__EXP_REDUCE(VD, VU, FMA, t_in, p, kb)                                          \
+    do {                                                                                  \
+        const VD t1_[1] = {(t_in)};                                                       \
+        VD p1_[1];                                                                        \
+        VU kb1_[1];                                                                       \
+        TG__EXP_REDUCE_N(VD, VU, FMA, 1, t1_, p1_, kb1_);                                 \
+        (p) = p1_[0];                                                                     \
+        (kb) = kb1_[0];                                                                   \
+    } while (0)
 #define TG__EXPV(VD, VU, FMA, TAB, t_in, y)                                               \
     do {                                                                                  \
-        VD p_;                                                                            \
-        VU kb_;                                                                           \
-        TG__EXP_REDUCE(VD, VU, FMA, t_in, p_, kb_);                                       \
-        const VD s_ = (VD)((VU)TAB(TG__EXP2_TAB, kb_ & 31) +                              \
-                           ((kb_ << 47) & 0xFFF0000000000000u));   /* 2^k 2^(j/32) */     \
-        (y) = FMA(s_, p_, s_);                                                            \
+        const VD tv1_[1] = {(t_in)};                                                      \
+        VD yv1_[1];                                                                       \
+        TG__EXPV_N(VD, VU, FMA, TAB, 1, tv1_, yv1_);                                      \
+        (y) = yv1_[0];                                                                    \
     } while (0)
 
 /* y = e^t - 1 in each lane, t in [0, 700] or NaN (NaN): with s = 2^k

@@ -7,8 +7,11 @@
  * in the plain C and AVX2 (with FMA) clones, eight in the AVX-512 one,
  * every lane taking the same operations, fused multiply-adds written out
  * (src/ops/exp_simd.h's FMA helpers: c17 contracts nothing else), so all
- * widths give the same bits.  The last, partial vector runs on a
- * zero-padded copy.
+ * widths give the same bits.  exp, gelu, softplus, sigmoid and silu go
+ * N vectors at a time (six with AVX-512, four with AVX2, two in plain C;
+ * unary_simd_tmpl.h's BLOCKN), each step for all N in turn, the same
+ * operations per lane.  The last, partial vector runs on a zero-padded
+ * copy.
  *
  * exp is src/ops/exp_simd.h's (a 32-entry table and a polynomial of
  * degree 6, a relative error under 2.3e-16).  erfc(z) for z >= 0 is
@@ -125,12 +128,39 @@ static const double ERFCX_C[ERFCX_N] = {
         (p) = pt_;                                                                        \
     } while (0)
 #define POLY_4(cm, pm, kb, t, p) POLY_TAB(TG__TAB4, cm, kb, t, p)
+/* p[u] for u < n as POLY's (the same steps per lane), each coefficient
+ * fetched for all n vectors in turn (AVX-512: its two rows loaded once). */
+#define POLYN_TAB(TABF, cm, n, kb, t, p)                                                  \
+    do {                                                                                  \
+        TG__UNROLL for (int un_ = 0; un_ < (n); un_++)                                    \
+            (p)[un_] = TABF((cm)[GELU_N - 1], (kb)[un_]);                                 \
+        for (int jn_ = GELU_N - 2; jn_ >= 0; jn_--)                                       \
+            TG__UNROLL for (int un_ = 0; un_ < (n); un_++)                                \
+                (p)[un_] = FMA((p)[un_], (t)[un_], TABF((cm)[jn_], (kb)[un_]));           \
+    } while (0)
+#define POLYN_4(cm, pm, n, kb, t, p) POLYN_TAB(TG__TAB4, cm, n, kb, t, p)
 #define ANY_4(m) ((m)[0] | (m)[1] | (m)[2] | (m)[3])
+#define CVT_IN_4(f) __builtin_convertvector((f), tg__v4d)
+#define CVT_OUT_4(d) __builtin_convertvector((d), v4f)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TAB16_8(row, kb)                                                                  \
     ((tg__v8d)_mm512_permutex2var_pd(_mm512_load_pd(row), (__m512i)(kb),                  \
                                      _mm512_load_pd((row) + 8)))
 #define POLY_8(cm, pm, kb, t, p) POLY_TAB(TAB16_8, cm, kb, t, p)
+#define POLYN_8(cm, pm, n, kb, t, p)                                                      \
+    do {                                                                                  \
+        __m512d lo_ = _mm512_load_pd((cm)[GELU_N - 1]);                                   \
+        __m512d hi_ = _mm512_load_pd((cm)[GELU_N - 1] + 8);                               \
+        TG__UNROLL for (int un_ = 0; un_ < (n); un_++)                                    \
+            (p)[un_] = (tg__v8d)_mm512_permutex2var_pd(lo_, (__m512i)(kb)[un_], hi_);     \
+        for (int jn_ = GELU_N - 2; jn_ >= 0; jn_--) {                                     \
+            lo_ = _mm512_load_pd((cm)[jn_]);                                              \
+            hi_ = _mm512_load_pd((cm)[jn_] + 8);                                          \
+            TG__UNROLL for (int un_ = 0; un_ < (n); un_++)                                \
+                (p)[un_] = FMA((p)[un_], (t)[un_],                                        \
+                               (tg__v8d)_mm512_permutex2var_pd(lo_, (__m512i)(kb)[un_], hi_)); \
+        }                                                                                 \
+    } while (0)
 /* Coefficients j and j + 1 of lanes 0 and 2 (a) and of 1 and 3 (b):
  * their low and high interleavings are the vectors of j and j + 1. */
 #define PAIR_4X(pm, kb, j, lo, hi)                                                        \
@@ -156,12 +186,37 @@ static const double ERFCX_C[ERFCX_N] = {
         }                                                                                 \
         (p) = pp_;                                                                        \
     } while (0)
+#define POLYN_4X(cm, pm, n, kb, t, p)                                                     \
+    do {                                                                                  \
+        tg__v4d lq_, hq_;                                                                 \
+        TG__UNROLL for (int un_ = 0; un_ < (n); un_++) {                                  \
+            PAIR_4X(pm, (kb)[un_], GELU_N - 2, lq_, hq_);                                 \
+            (p)[un_] = FMA(hq_, (t)[un_], lq_);                                           \
+        }                                                                                 \
+        for (int jq_ = GELU_N - 4; jq_ >= 0; jq_ -= 2)                                    \
+            TG__UNROLL for (int un_ = 0; un_ < (n); un_++) {                              \
+                PAIR_4X(pm, (kb)[un_], jq_, lq_, hq_);                                    \
+                (p)[un_] = FMA(FMA((p)[un_], (t)[un_], hq_), (t)[un_], lq_);              \
+            }                                                                             \
+    } while (0)
 #define ANY_4X(m) _mm256_movemask_pd((__m256d)(m))
+/* f32 to and from double, one instruction each (GCC splits the AVX-512
+ * vector conversion in two). */
+#define CVT_IN_4X(f) ((tg__v4d)_mm256_cvtps_pd((__m128)(f)))
+#define CVT_OUT_4X(d) ((v4f)_mm256_cvtpd_ps((__m256d)(d)))
+#define CVT_IN_8(f) ((tg__v8d)_mm512_cvtps_pd((__m256)(f)))
+#define CVT_OUT_8(d) ((v8f)_mm512_cvtpd_ps((__m512d)(d)))
 #define ANY_8(m) _mm512_test_epi64_mask((__m512i)(m), (__m512i)(m))
 #else
 #define POLY_4X(cm, pm, kb, t, p) POLY_4(cm, pm, kb, t, p)
 #define POLY_8(cm, pm, kb, t, p) POLY_TAB(TG__TAB8, cm, kb, t, p)
+#define POLYN_4X(cm, pm, n, kb, t, p) POLYN_4(cm, pm, n, kb, t, p)
 #define ANY_4X(m) ANY_4(m)
+#define CVT_IN_4X(f) CVT_IN_4(f)
+#define CVT_OUT_4X(d) CVT_OUT_4(d)
+#define CVT_IN_8(f) __builtin_convertvector((f), tg__v8d)
+#define CVT_OUT_8(d) __builtin_convertvector((d), v8f)
+#define POLYN_8(cm, pm, n, kb, t, p) POLYN_TAB(TG__TAB8, cm, n, kb, t, p)
 #define ANY_8(m) (ANY_4(m) | (m)[4] | (m)[5] | (m)[6] | (m)[7])
 #endif
 
@@ -173,21 +228,36 @@ static const double ERFCX_C[ERFCX_N] = {
 #define FMA TG__FMA4
 #define TAB TG__TAB4
 #define POLY POLY_4
+#define POLYN POLYN_4
 #define ANY ANY_4
 #define BLOCK block_plain
+#define CVT_IN CVT_IN_4
+#define CVT_OUT CVT_OUT_4
+#define BLOCKN blockn_plain
+#define N 2
 #define ATTR
 #include "ops/unary_simd_tmpl.h"
 #undef FMA
 #undef TAB
 #undef POLY
+#undef POLYN
 #undef ANY
 #undef BLOCK
+#undef CVT_IN
+#undef CVT_OUT
+#undef BLOCKN
+#undef N
 #undef ATTR
 #define FMA TG__FMA4X
 #define TAB TG__TAB4X
 #define POLY POLY_4X
+#define POLYN POLYN_4X
 #define ANY ANY_4X
 #define BLOCK block_avx2
+#define CVT_IN CVT_IN_4X
+#define CVT_OUT CVT_OUT_4X
+#define BLOCKN blockn_avx2
+#define N 4
 #define ATTR TG__SIMD_AVX2
 #include "ops/unary_simd_tmpl.h"
 #undef VF
@@ -197,8 +267,13 @@ static const double ERFCX_C[ERFCX_N] = {
 #undef FMA
 #undef TAB
 #undef POLY
+#undef POLYN
 #undef ANY
 #undef BLOCK
+#undef CVT_IN
+#undef CVT_OUT
+#undef BLOCKN
+#undef N
 #undef ATTR
 #define VF v8f
 #define VD tg__v8d
@@ -207,18 +282,27 @@ static const double ERFCX_C[ERFCX_N] = {
 #define FMA TG__FMA8
 #define TAB TG__TAB8
 #define POLY POLY_8
+#define POLYN POLYN_8
 #define ANY ANY_8
 #define BLOCK block_avx512
+#define CVT_IN CVT_IN_8
+#define CVT_OUT CVT_OUT_8
+#define BLOCKN blockn_avx512
+#define N 6
 #define ATTR TG__SIMD_AVX512
 #include "ops/unary_simd_tmpl.h"
 
-/* n elements, W at a time; the tail through zero-padded copies. */
-#define RUN(name, W, block, attr)                                                         \
+/* n elements: for exp, gelu, softplus, sigmoid and silu N W at a time, then
+ * W at a time; the tail through zero-padded copies. */
+#define RUN(name, W, NW, block, blockn, attr)                                             \
     attr static inline __attribute__((always_inline)) void name(int op, float *o,         \
                                                                 const float *a,           \
                                                                 const float *g, int64_t n) \
     {                                                                                     \
         int64_t i = 0;                                                                    \
+        if (op == TG__USIMD_EXP || op == TG__USIMD_GELU || op == TG__USIMD_SIGMOID ||     \
+            op == TG__USIMD_SILU || op == TG__USIMD_SOFTPLUS)                             \
+            for (; i + (NW) <= n; i += (NW)) blockn(op, o + i, a + i);                    \
         for (; i + (W) <= n; i += (W)) block(op, o + i, a + i, g ? g + i : NULL);          \
         if (i == n) return;                                                               \
         float ta[W] = {0}, tg[W] = {0}, to[W];                                            \
@@ -228,9 +312,9 @@ static const double ERFCX_C[ERFCX_N] = {
         block(op, to, ta, tg);                                                            \
         memcpy(o + i, to, m);                                                             \
     }
-RUN(run4p, 4, block_plain, )
-RUN(run4x, 4, block_avx2, TG__SIMD_AVX2)
-RUN(run8, 8, block_avx512, TG__SIMD_AVX512)
+RUN(run4p, 4, 8, block_plain, blockn_plain, )
+RUN(run4x, 4, 16, block_avx2, blockn_avx2, TG__SIMD_AVX2)
+RUN(run8, 8, 48, block_avx512, blockn_avx512, TG__SIMD_AVX512)
 
 /* One call per op, so that each inlined body is specialized to it. */
 #define BY_OP(run, op, o, a, g, n)                                                        \

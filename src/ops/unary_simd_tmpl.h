@@ -1,8 +1,9 @@
-/* src/ops/unary_simd_tmpl.h - one block of lanes of src/ops/unary_simd.c,
- * included once per vector width with VF (floats), VD (doubles), VI
- * (int64), VU (uint64), FMA and TAB (the width's helpers of
- * src/ops/exp_simd.h), BLOCK (the function's name) and ATTR (its target
- * attribute) defined; no include guard. */
+/* src/ops/unary_simd_tmpl.h - the blocks of lanes of src/ops/unary_simd.c,
+ * one vector (BLOCK) and N vectors (BLOCKN), included once per vector
+ * width with VF (floats), VD (doubles), VI (int64), VU (uint64), FMA and
+ * TAB (the width's helpers of src/ops/exp_simd.h), POLY and POLYN (gelu's
+ * pieces), ANY, CVT_IN and CVT_OUT, N, BLOCK and BLOCKN (the functions'
+ * names) and ATTR (their target attribute) defined; no include guard. */
 
 /* o[0..W) = op(a, g) for one vector of W lanes (ops: unary_simd_internal.h). */
 ATTR static inline __attribute__((always_inline)) void BLOCK(int op, float *o,
@@ -11,7 +12,7 @@ ATTR static inline __attribute__((always_inline)) void BLOCK(int op, float *o,
     VF af, gf = {0}, of;
     memcpy(&af, a, sizeof af);
     if (op == TG__USIMD_GELU_GRAD || op == TG__USIMD_SILU_GRAD) memcpy(&gf, g, sizeof gf);
-    const VD x = __builtin_convertvector(af, VD);
+    const VD x = CVT_IN(af);
     const VD zero = {0};
     VD y;
     if (op == TG__USIMD_EXP) {
@@ -20,7 +21,7 @@ ATTR static inline __attribute__((always_inline)) void BLOCK(int op, float *o,
         const VD t = SEL(lo, zero - 120.0, SEL(hi, zero + 100.0, x));
         EXPV(t, y);
         y = (VD)((VI)y & ~lo);
-        of = __builtin_convertvector(y, VF);
+        of = CVT_OUT(y);
         memcpy(o, &of, sizeof of);
         return;
     }
@@ -55,7 +56,7 @@ ATTR static inline __attribute__((always_inline)) void BLOCK(int op, float *o,
         const VD s = SEL(x >= 0.0, zero + 1.0, e) / (1.0 + e);
         if (op == TG__USIMD_SIGMOID) y = s;
         else if (op == TG__USIMD_SILU) y = x * s;
-        else y = __builtin_convertvector(gf, VD) * (s * (1.0 + x * (1.0 - s)));
+        else y = CVT_IN(gf) * (s * (1.0 + x * (1.0 - s)));
         y = SEL(x != x, x, y);
     } else {
         /* a = |x| <= GELU_AMAX: piece k of F (forward) or D (gradient) at t,
@@ -92,10 +93,74 @@ ATTR static inline __attribute__((always_inline)) void BLOCK(int op, float *o,
              * x, a halfway case */
             y = x * SEL(ax < 0x1p-60, zero + 0.5, r);
         } else {
-            y = __builtin_convertvector(gf, VD) * r;
+            y = CVT_IN(gf) * r;
         }
         y = SEL(x != x, x, y);   /* NaN: x's (widths differ in a NaN's sign) */
     }
-    of = __builtin_convertvector(y, VF);
+    of = CVT_OUT(y);
     memcpy(o, &of, sizeof of);
+}
+
+/* o[0..N W) = op(a) for N vectors of W lanes, op EXP, GELU, SOFTPLUS,
+ * SIGMOID or SILU: BLOCK's operations per lane, so the same bits, with
+ * each step taken for all N vectors in turn (N independent chains of
+ * dependent steps side by side, which the CPU overlaps).  A block holding
+ * a lane outside the range where BLOCK's clamps, masks and NaN selects
+ * change nothing (exp: x outside [-120, 100]; softplus, sigmoid, silu:
+ * |x| > 120; gelu: |x| > GELU_AMAX; NaN for all) goes through BLOCK
+ * vector by vector, so the block itself skips them. */
+ATTR static inline __attribute__((always_inline)) void BLOCKN(int op, float *o, const float *a)
+{
+    enum { W_ = (int)(sizeof(VF) / sizeof(float)) };
+    const VD zero = {0};
+    VD x[N], y[N];
+    VI far = {0};
+    TG__UNROLL for (int u = 0; u < N; u++) {
+        VF af;
+        memcpy(&af, a + u * W_, sizeof af);
+        x[u] = CVT_IN(af);
+        if (op == TG__USIMD_EXP) far |= ~((x[u] >= -120.0) & (x[u] <= 100.0));
+        else if (op == TG__USIMD_GELU) far |= ~(ABSV(x[u]) <= GELU_AMAX);
+        else far |= ~(ABSV(x[u]) <= 120.0);
+    }
+    if (ANY(far)) {
+        TG__UNROLL for (int u = 0; u < N; u++) BLOCK(op, o + u * W_, a + u * W_, NULL);
+        return;
+    }
+    if (op == TG__USIMD_EXP) {
+        TG__EXPV_N(VD, VU, FMA, TAB, N, x, y);
+    } else if (op == TG__USIMD_GELU) {
+        VD ax[N], t[N], p[N];
+        VU kb[N];
+        TG__UNROLL for (int u = 0; u < N; u++) {
+            ax[u] = ABSV(x[u]);
+            const VD km = FMA(ax[u], zero + 8.0 / 3.0, zero + 0x1.8p52);
+            kb[u] = (VU)km & 15;
+            t[u] = ax[u] - (km - 0x1.8p52) * 0.375;
+        }
+        POLYN(GELU_F, GELU_FP, N, kb, t, p);
+        TG__UNROLL for (int u = 0; u < N; u++) {
+            const VD r = SEL(x[u] < 0.0, p[u], 1.0 - p[u]);
+            y[u] = x[u] * SEL(ax[u] < 0x1p-60, zero + 0.5, r);
+        }
+    } else {
+        /* e = exp(-|x|), as BLOCK's (|x| <= 120: no clamp) */
+        VD t[N], e[N];
+        TG__UNROLL for (int u = 0; u < N; u++) t[u] = zero - ABSV(x[u]);
+        TG__EXPV_N(VD, VU, FMA, TAB, N, t, e);
+        TG__UNROLL for (int u = 0; u < N; u++) {
+            if (op == TG__USIMD_SOFTPLUS) {
+                VD l;
+                LOG1PV(e[u], l);
+                y[u] = SEL(x[u] > 0.0, x[u], zero) + l;
+            } else {
+                const VD s = SEL(x[u] >= 0.0, zero + 1.0, e[u]) / (1.0 + e[u]);
+                y[u] = op == TG__USIMD_SIGMOID ? s : x[u] * s;
+            }
+        }
+    }
+    TG__UNROLL for (int u = 0; u < N; u++) {
+        const VF of = CVT_OUT(y[u]);
+        memcpy(o + u * W_, &of, sizeof of);
+    }
 }
