@@ -509,6 +509,35 @@ Test(conv_fast, tap_table_same_bits_as_rows)
         }
 }
 
+/* conv_transpose of case cc (case_shapes's batch and c_img, dtype dt,
+ * chunks of `chunk` samples, col2im across samples or sample by sample)
+ * with the avx512 col2im and with the portable one: the same bits (what
+ * names the case); returns the avx512 output. */
+static tg_tensor *col2im_kernels_agree(const conv_case *cc, int64_t batch, int64_t c_img,
+                                       int chunk, tg_dtype dt, bool runs, const char *what)
+{
+    tg_conv_params p;
+    int64_t img[5], ws[5], ys[5];
+    case_shapes(cc, batch, c_img, &p, img, ws, ys);
+    tg_tensor *w = mk_rand(dt, 2 + cc->nsp, ws), *xt = mk_rand(dt, 2 + cc->nsp, ys);
+    tg_tensor *y[2] = {NULL, NULL};
+    tg__conv_set_chunk(chunk);
+    tg__conv_set_col2im_runs(runs);
+    for (int v = 0; v < 2; v++) {
+        tg__conv_set_col2im_kernel(v ? TG__CONV_COL2IM_PORTABLE : TG__CONV_COL2IM_AVX512);
+        cr_assert(eq(int, tg_conv_transpose(&y[v], xt, w, NULL, &p), TG_OK), "%s",
+                  tg_error_message());
+    }
+    tg__conv_set_col2im_kernel(TG__CONV_COL2IM_AUTO);
+    tg__conv_set_col2im_runs(true);
+    tg__conv_set_chunk(0);
+    cr_assert(eq(int, memcmp(tg_tensor_data(y[0]), tg_tensor_data(y[1]),
+                             (size_t)tg_tensor_numel(y[0]) * tg_dtype_size(dt)), 0),
+              "%s %s runs %d", what, tg_dtype_name(dt), runs);
+    th_release_all(3, (tg_tensor *[]){y[1], w, xt});
+    return y[0];
+}
+
 /* col2im's phased sums compiled for AVX-512 give the portable build's
  * bits (tg__conv_col2im_kernel): conv_transpose across samples and sample
  * by sample, in 1-D, 2-D (DCGAN's layers) and 3-D, f32 and f64; skipped
@@ -540,29 +569,10 @@ Test(conv_fast, col2im_avx512_same_bits_as_portable)
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
         for (int d = 0; d < 2; d++)
             for (int runs = 0; runs < 2; runs++) {
-                const tg_dtype dt = d ? TG_F64 : TG_F32;
-                const int nsp = cs[c].nsp;
-                tg_conv_params p;
-                int64_t img[5], ws[5], ys[5];
-                case_shapes(&cs[c], 5, 8, &p, img, ws, ys);
-                tg_tensor *w = mk_rand(dt, 2 + nsp, ws), *xt = mk_rand(dt, 2 + nsp, ys);
-                tg_tensor *y[2] = {NULL, NULL};
-                tg__conv_set_chunk(3);
-                tg__conv_set_col2im_runs(runs == 1);
-                for (int v = 0; v < 2; v++) {
-                    tg__conv_set_col2im_kernel(v ? TG__CONV_COL2IM_PORTABLE
-                                                 : TG__CONV_COL2IM_AVX512);
-                    cr_assert(eq(int, tg_conv_transpose(&y[v], xt, w, NULL, &p), TG_OK), "%s",
-                              tg_error_message());
-                }
-                tg__conv_set_col2im_kernel(TG__CONV_COL2IM_AUTO);
-                tg__conv_set_col2im_runs(true);
-                tg__conv_set_chunk(0);
-                cr_assert(eq(int, memcmp(tg_tensor_data(y[0]), tg_tensor_data(y[1]),
-                                         (size_t)tg_tensor_numel(y[0]) * tg_dtype_size(dt)), 0),
-                          "case %zu %s runs %d", c, tg_dtype_name(dt), runs);
-                for (int v = 0; v < 2; v++) tg_tensor_release(y[v]);
-                tg_tensor_release(w), tg_tensor_release(xt);
+                char what[48];
+                snprintf(what, sizeof what, "case %zu", c);
+                tg_tensor_release(col2im_kernels_agree(&cs[c], 5, 8, 3, d ? TG_F64 : TG_F32,
+                                                       runs == 1, what));
             }
 }
 
@@ -582,31 +592,14 @@ Test(conv_fast, col2im_stride2_rows_every_width_same_bits_as_portable)
     for (int64_t q = 6; q <= 25; q++)
         for (int d = 0; d < 2; d++)
             for (int runs = 0; runs < 2; runs++) {
-                const tg_dtype dt = d ? TG_F64 : TG_F32;
                 const int64_t h = q % 2 ? 3 : 6;   /* phase rows: column rows of q */
                 const conv_case cc = {2, {2 * h, 2 * q}, {4, 4}, {2, 2}, {1, 1},
                                       {{1, 1}, {1, 1}}, 1};
-                tg_conv_params p;
-                int64_t img[4], ws[4], ys[4];
-                case_shapes(&cc, 3, 5, &p, img, ws, ys);
-                tg_tensor *w = mk_rand(dt, 4, ws), *xt = mk_rand(dt, 4, ys);
-                tg_tensor *y[2] = {NULL, NULL};
-                tg__conv_set_chunk(2);
-                tg__conv_set_col2im_runs(runs == 1);
-                for (int v = 0; v < 2; v++) {
-                    tg__conv_set_col2im_kernel(v ? TG__CONV_COL2IM_PORTABLE
-                                                 : TG__CONV_COL2IM_AVX512);
-                    cr_assert(eq(int, tg_conv_transpose(&y[v], xt, w, NULL, &p), TG_OK), "%s",
-                              tg_error_message());
-                }
-                tg__conv_set_col2im_kernel(TG__CONV_COL2IM_AUTO);
-                tg__conv_set_col2im_runs(true);
-                tg__conv_set_chunk(0);
-                cr_assert(eq(i64, tg_tensor_dim(y[0], 3), 2 * q));
-                cr_assert(eq(int, memcmp(tg_tensor_data(y[0]), tg_tensor_data(y[1]),
-                                         (size_t)tg_tensor_numel(y[0]) * tg_dtype_size(dt)), 0),
-                          "q %lld %s runs %d", (long long)q, tg_dtype_name(dt), runs);
-                for (int v = 0; v < 2; v++) tg_tensor_release(y[v]);
-                tg_tensor_release(w), tg_tensor_release(xt);
+                char what[48];
+                snprintf(what, sizeof what, "q %lld", (long long)q);
+                tg_tensor *y = col2im_kernels_agree(&cc, 3, 5, 2, d ? TG_F64 : TG_F32,
+                                                    runs == 1, what);
+                cr_assert(eq(i64, tg_tensor_dim(y, 3), 2 * q));
+                tg_tensor_release(y);
             }
 }
