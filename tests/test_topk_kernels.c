@@ -63,8 +63,8 @@ static int check_rows(tg_tensor *x, int64_t rows, int64_t n)
                     const int64_t want = (int64_t)th_at(order, r * n + j);
                     cr_assert(eq(i64, got, want), "n %lld k %lld desc %d row %lld at %lld",
                               (long long)n, (long long)k, desc, (long long)r, (long long)j);
-                    cr_assert(memcmp(vd + (size_t)(r * k + j) * es, xd + (size_t)(r * n + want) * es,
-                                     es) == 0,
+                    const char *at = xd + (size_t)(r * n + want) * es;
+                    cr_assert(memcmp(vd + (size_t)(r * k + j) * es, at, es) == 0,
                               "value n %lld k %lld row %lld at %lld", (long long)n,
                               (long long)k, (long long)r, (long long)j);
                 }

@@ -317,7 +317,8 @@ bool tg__topk_applies(const tg_tensor *x, int64_t n, int64_t inner, int64_t m)
 int tg__topk_rows(const tg_tensor *x, bool desc, int64_t n, int64_t start, int64_t count,
                   int64_t *out)
 {
-    topk_job j = {.x = tg_tensor_cdata(x), .dt = x->dtype, .n = n, .m = start + count, .start = start,
+    topk_job j = {.x = tg_tensor_cdata(x), .dt = x->dtype, .n = n, .m = start + count,
+                  .start = start,
                   .count = count, .flip = desc ? UINT32_MAX : 0, .out = out,
                   .scan = scan_portable};
 #ifdef TOPK_X86
