@@ -318,8 +318,7 @@ int tg__topk_rows(const tg_tensor *x, bool desc, int64_t n, int64_t start, int64
                   int64_t *out)
 {
     topk_job j = {.x = tg_tensor_cdata(x), .dt = x->dtype, .n = n, .m = start + count,
-                  .start = start,
-                  .count = count, .flip = desc ? UINT32_MAX : 0, .out = out,
+                  .start = start, .count = count, .flip = desc ? UINT32_MAX : 0, .out = out,
                   .scan = scan_portable};
 #ifdef TOPK_X86
     const tg__first_kernel_id k = tg__first_kernel_get();
