@@ -182,12 +182,18 @@ typedef struct softmax_job {
     const char *a, *b;
     char *out;
     int64_t outer, C, inner, per;
+    /* f32 rows of stride inner > 1 in slabs of more than TASK elements:
+     * tasks of `pos` rows (positions) of a slab, `chunks` tasks a slab */
+    int64_t pos, chunks;
     tg__exp_width w;   /* the f32 kernels': the calling thread's (tg__exp_width_get) */
 } softmax_job;
 
-/* Slabs [o0, end) of f32 rows of stride inner > 1: src/ops/softmax_strided.c,
- * read and written in f32. */
-static int strided_task(const softmax_job *j, int64_t o0, int64_t end)
+/* Elements a task takes, about. */
+enum { TASK = 32768 };
+
+/* Rows [i0, i1) of slabs [o0, end) of f32 rows of stride inner > 1:
+ * src/ops/softmax_strided.c, read and written in f32. */
+static int strided_task(const softmax_job *j, int64_t o0, int64_t end, int64_t i0, int64_t i1)
 {
     const int64_t C = j->C, S = j->inner, slab = C * S;
     double *e = tg__work_alloc((size_t)(TG__STRIDED_SCRATCH * C) * sizeof *e);
@@ -198,9 +204,9 @@ static int strided_task(const softmax_job *j, int64_t o0, int64_t end)
         const float *a = (const float *)j->a + o * slab;
         const float *g = j->backward ? (const float *)j->b + o * slab : NULL;
         float *y = (float *)j->out + o * slab;
-        if (!j->backward) tg__softmax_strided_f32(a, y, C, S, j->log_, e, j->w);
-        else if (j->log_) tg__log_softmax_backward_strided_f32(a, g, y, C, S, e, j->w);
-        else tg__softmax_backward_strided_f32(a, g, y, C, S, j->w);
+        if (!j->backward) tg__softmax_strided_f32(a, y, C, S, i0, i1, j->log_, e, j->w);
+        else if (j->log_) tg__log_softmax_backward_strided_f32(a, g, y, C, S, i0, i1, e, j->w);
+        else tg__softmax_backward_strided_f32(a, g, y, C, S, i0, i1, j->w);
     }
     tg__work_free(e);
     return TG_OK;
@@ -209,8 +215,12 @@ static int strided_task(const softmax_job *j, int64_t o0, int64_t end)
 static int softmax_task(void *p, int64_t t)
 {
     const softmax_job *j = p;
+    if (j->pos > 0) {   /* rows [i0, i1) of slab t / chunks */
+        const int64_t o = t / j->chunks, i0 = t % j->chunks * j->pos;
+        return strided_task(j, o, o + 1, i0, i0 + j->pos < j->inner ? i0 + j->pos : j->inner);
+    }
     const int64_t end = (t + 1) * j->per < j->outer ? (t + 1) * j->per : j->outer;
-    if (j->dt == TG_F32 && j->inner > 1) return strided_task(j, t * j->per, end);
+    if (j->dt == TG_F32 && j->inner > 1) return strided_task(j, t * j->per, end, 0, j->inner);
     const int64_t slab = j->C * j->inner, esz = (int64_t)tg_dtype_size(j->dt);
     const int64_t nva = slab > TG__ROWS_BLOCK ? slab : TG__ROWS_BLOCK;
     double *va = tg__work_alloc((size_t)(nva + TG__EXP_PAD) * sizeof *va);
@@ -288,9 +298,17 @@ static int softmax_run(bool log_, bool backward, tg_tensor **out, tg_tensor *a, 
     j.out = tg_tensor_data(r);
     const int64_t slab = j.C * j.inner, numel = j.outer * slab;
     if (numel > 0) {
-        /* tasks of about 32k elements (whole slabs): enough to share out */
-        j.per = slab >= 32768 ? 1 : 32768 / slab;
-        TG_TRY_GOTO(tg__run_tasks((j.outer + j.per - 1) / j.per, numel > 32768, softmax_task, &j));
+        /* tasks of about TASK elements (whole slabs): enough to share out;
+         * larger f32 slabs of stride inner > 1 by rows of TASK / C, a
+         * multiple of 8 (a row's bits do not depend on its task) */
+        j.per = slab >= TASK ? 1 : TASK / slab;
+        int64_t tasks = (j.outer + j.per - 1) / j.per;
+        if (j.dt == TG_F32 && j.inner > 1 && slab > TASK) {
+            j.pos = TASK / j.C / 8 * 8 > 8 ? TASK / j.C / 8 * 8 : 8;
+            j.chunks = (j.inner + j.pos - 1) / j.pos;
+            tasks = j.outer * j.chunks;
+        }
+        TG_TRY_GOTO(tg__run_tasks(tasks, numel > TASK, softmax_task, &j));
     }
     *out = r;
     r = NULL;

@@ -119,31 +119,32 @@ typedef int32_t strided_v8fi __attribute__((vector_size(32)));
 #define MAXF MAXF_AVX512
 #include "ops/softmax_strided_tmpl.h"
 
-void tg__softmax_strided_f32(const float *x, float *y, int64_t C, int64_t S, bool log_,
-                             double *e, tg__exp_width w)
+void tg__softmax_strided_f32(const float *x, float *y, int64_t C, int64_t S, int64_t i0,
+                             int64_t i1, bool log_, double *e, tg__exp_width w)
 {
-    if (C <= 0 || S <= 0) return;
-    if (w == TG__EXP_AVX512) forward_slab_avx512(x, y, C, S, log_, e);
-    else if (w == TG__EXP_AVX2) forward_slab_avx2(x, y, C, S, log_, e);
-    else forward_slab_plain(x, y, C, S, log_, e);
+    if (C <= 0 || i0 >= i1) return;
+    if (w == TG__EXP_AVX512) forward_slab_avx512(x, y, C, S, i0, i1, log_, e);
+    else if (w == TG__EXP_AVX2) forward_slab_avx2(x, y, C, S, i0, i1, log_, e);
+    else forward_slab_plain(x, y, C, S, i0, i1, log_, e);
 }
 
 void tg__softmax_backward_strided_f32(const float *y, const float *g, float *dx, int64_t C,
-                                      int64_t S, tg__exp_width w)
+                                      int64_t S, int64_t i0, int64_t i1, tg__exp_width w)
 {
-    if (C <= 0 || S <= 0) return;
-    if (w == TG__EXP_AVX512) backward_slab_avx512(y, g, dx, C, S);
-    else if (w == TG__EXP_AVX2) backward_slab_avx2(y, g, dx, C, S);
-    else backward_slab_plain(y, g, dx, C, S);
+    if (C <= 0 || i0 >= i1) return;
+    if (w == TG__EXP_AVX512) backward_slab_avx512(y, g, dx, C, S, i0, i1);
+    else if (w == TG__EXP_AVX2) backward_slab_avx2(y, g, dx, C, S, i0, i1);
+    else backward_slab_plain(y, g, dx, C, S, i0, i1);
 }
 
 void tg__log_softmax_backward_strided_f32(const float *x, const float *g, float *dx,
-                                          int64_t C, int64_t S, double *e, tg__exp_width w)
+                                          int64_t C, int64_t S, int64_t i0, int64_t i1,
+                                          double *e, tg__exp_width w)
 {
-    if (C <= 0 || S <= 0) return;
-    if (w == TG__EXP_AVX512) log_backward_slab_avx512(x, g, dx, C, S, e);
-    else if (w == TG__EXP_AVX2) log_backward_slab_avx2(x, g, dx, C, S, e);
-    else log_backward_slab_plain(x, g, dx, C, S, e);
+    if (C <= 0 || i0 >= i1) return;
+    if (w == TG__EXP_AVX512) log_backward_slab_avx512(x, g, dx, C, S, i0, i1, e);
+    else if (w == TG__EXP_AVX2) log_backward_slab_avx2(x, g, dx, C, S, i0, i1, e);
+    else log_backward_slab_plain(x, g, dx, C, S, i0, i1, e);
 }
 
 void tg__log_softmax_stats_strided_f32(const float *x, int64_t C, int64_t S, const int64_t *t,

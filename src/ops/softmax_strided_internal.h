@@ -16,20 +16,25 @@
 /* Doubles of scratch per class (e below: C times this). */
 enum { TG__STRIDED_SCRATCH = 8 };
 
-/* y = softmax(x) (log_: log_softmax(x)) of each row of the slab x (C, S);
- * y does not overlap x.  e: TG__STRIDED_SCRATCH C doubles of scratch. */
-void tg__softmax_strided_f32(const float *x, float *y, int64_t C, int64_t S, bool log_,
-                             double *e, tg__exp_width w);
+/* y = softmax(x) (log_: log_softmax(x)) of rows [i0, i1) of the slab x
+ * (C, S) (0 and S: all; a row's bits do not depend on the range it is
+ * computed in); y does not overlap x.  e: TG__STRIDED_SCRATCH C doubles of
+ * scratch. */
+void tg__softmax_strided_f32(const float *x, float *y, int64_t C, int64_t S, int64_t i0,
+                             int64_t i1, bool log_, double *e, tg__exp_width w);
 
 /* dx = y (g - sum(g y)): softmax's backward from its output y and the
- * gradient g, slabs (C, S), the sum in class order; dx may be g. */
+ * gradient g, rows [i0, i1) of slabs (C, S), the sum in class order; dx
+ * may be g. */
 void tg__softmax_backward_strided_f32(const float *y, const float *g, float *dx, int64_t C,
-                                      int64_t S, tg__exp_width w);
+                                      int64_t S, int64_t i0, int64_t i1, tg__exp_width w);
 
 /* dx = g - softmax(x) sum(g): log_softmax's backward from its input x and
- * the gradient g, slabs (C, S); dx may be g.  e as above. */
+ * the gradient g, rows [i0, i1) of slabs (C, S); dx may be g.  e as
+ * above. */
 void tg__log_softmax_backward_strided_f32(const float *x, const float *g, float *dx,
-                                          int64_t C, int64_t S, double *e, tg__exp_width w);
+                                          int64_t C, int64_t S, int64_t i0, int64_t i1,
+                                          double *e, tg__exp_width w);
 
 /* For each row i of the slab x (C, S): st[2 i] = m, its maximum, and
  * st[2 i + 1] = s = sum exp(x - m), as tg__softmax_strided_f32 computes

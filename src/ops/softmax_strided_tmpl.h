@@ -234,29 +234,30 @@ ATTR static inline AI void FN(pick_block)(const float *x, float *dx, int64_t C, 
     }
 }
 
-/* The slab functions: whole blocks of W, then the tail. */
-ATTR static void FN(forward_slab)(const float *x, float *y, int64_t C, int64_t S, bool log_,
-                                  double *e)
+/* The slab functions: whole blocks of W, then the tail (the softmax ones
+ * over positions [i0, i1) of the slab). */
+ATTR static void FN(forward_slab)(const float *x, float *y, int64_t C, int64_t S, int64_t i0,
+                                  int64_t i1, bool log_, double *e)
 {
-    int64_t i = 0;
-    for (; i + W <= S; i += W) FN(forward_block)(x + i, y + i, C, S, log_, e, W);
-    if (i < S) FN(forward_block)(x + i, y + i, C, S, log_, e, (int)(S - i));
+    int64_t i = i0;
+    for (; i + W <= i1; i += W) FN(forward_block)(x + i, y + i, C, S, log_, e, W);
+    if (i < i1) FN(forward_block)(x + i, y + i, C, S, log_, e, (int)(i1 - i));
 }
 
 ATTR static void FN(backward_slab)(const float *y, const float *g, float *dx, int64_t C,
-                                   int64_t S)
+                                   int64_t S, int64_t i0, int64_t i1)
 {
-    int64_t i = 0;
-    for (; i + W <= S; i += W) FN(backward_block)(y + i, g + i, dx + i, C, S, W);
-    if (i < S) FN(backward_block)(y + i, g + i, dx + i, C, S, (int)(S - i));
+    int64_t i = i0;
+    for (; i + W <= i1; i += W) FN(backward_block)(y + i, g + i, dx + i, C, S, W);
+    if (i < i1) FN(backward_block)(y + i, g + i, dx + i, C, S, (int)(i1 - i));
 }
 
 ATTR static void FN(log_backward_slab)(const float *x, const float *g, float *dx, int64_t C,
-                                       int64_t S, double *e)
+                                       int64_t S, int64_t i0, int64_t i1, double *e)
 {
-    int64_t i = 0;
-    for (; i + W <= S; i += W) FN(log_backward_block)(x + i, g + i, dx + i, C, S, e, W);
-    if (i < S) FN(log_backward_block)(x + i, g + i, dx + i, C, S, e, (int)(S - i));
+    int64_t i = i0;
+    for (; i + W <= i1; i += W) FN(log_backward_block)(x + i, g + i, dx + i, C, S, e, W);
+    if (i < i1) FN(log_backward_block)(x + i, g + i, dx + i, C, S, e, (int)(i1 - i));
 }
 
 ATTR static void FN(stats_slab)(const float *x, int64_t C, int64_t S, const int64_t *t,
