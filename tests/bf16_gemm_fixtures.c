@@ -28,8 +28,8 @@ void use_kernel(tg_bf16_kernel k)
 bool use_kernel_if_there(tg_bf16_kernel k)
 {
     if (!tg_bf16_kernel_available(k)) {
-        cr_log_warn("the %s bf16 kernel is not run: this CPU lacks %s%s",
-                    tg_bf16_kernel_name(k), needs(k), th_isa_bound_note());
+        th_not_run("the %s bf16 kernel is not run: this CPU lacks %s", tg_bf16_kernel_name(k),
+                   needs(k));
         return false;
     }
     use_kernel(k);
