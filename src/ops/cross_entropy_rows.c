@@ -57,8 +57,14 @@ typedef struct ce_job {
     const double *wk, *gt;
     const float *gf;
     int64_t N, C, S, per;
+    /* f32 slabs of S > 1 and more than TASK elements: tasks of `pos` rows
+     * (positions) of a slab, `chunks` tasks a slab (0: whole slabs) */
+    int64_t pos, chunks;
     tg__exp_width w;   /* the calling thread's (tg__exp_width_get) */
 } ce_job;
+
+/* Elements a task takes, about. */
+enum { TASK = 32768 };
 
 /* log_softmax's f64 slabs of libm's exp (src/ops/softmax.c's forward_slab
  * and log_softmax_backward_slab, which take inner = 1 the same way):
@@ -92,6 +98,13 @@ static void slab_bwd_f64(const double *x, double *dx, int64_t C, int64_t S, cons
         if (t[i] >= 0) dx[t[i] * S + i] = gt[i] - exp(x[t[i] * S + i] - st[2 * i]) * f[i];
 }
 
+/* pick_losses of the f32 slabs' targets [k0, k1): from logp, which their
+ * stats kernel (tg__log_softmax_stats_strided_f32) left in l. */
+static void pick_losses_strided(const ce_job *j, int64_t k0, int64_t k1)
+{
+    for (int64_t k = k0; k < k1; k++) j->l[k] = j->cls[k] < 0 ? 0.0 : -j->l[k] * j->wk[k];
+}
+
 /* l[k] = -logp[n, t_k, i] w_k for the targets k = n S + i of slabs
  * [n0, end), from their rows' stats (the f32 slabs': from logp, which
  * their stats kernel left in l), logp rounded to x's dtype as log_softmax
@@ -111,9 +124,8 @@ static void pick_losses(const ce_job *j, int64_t n0, int64_t end)
         }
         return;
     }
-    if (!j->f64) {   /* the f32 slabs: l holds logp (tg__log_softmax_stats_strided_f32) */
-        for (int64_t k = n0 * S; k < end * S; k++)
-            j->l[k] = j->cls[k] < 0 ? 0.0 : -j->l[k] * j->wk[k];
+    if (!j->f64) {   /* the f32 slabs */
+        pick_losses_strided(j, n0 * S, end * S);
         return;
     }
     for (int64_t n = n0; n < end; n++)
@@ -126,9 +138,29 @@ static void pick_losses(const ce_job *j, int64_t n0, int64_t end)
         }
 }
 
+/* Rows [i0, i1) of f32 slab n (the task's share of a large slab). */
+static void chunk_task(const ce_job *j, int64_t n, int64_t i0, int64_t i1)
+{
+    const int64_t slab = j->C * j->S, k = n * j->S;
+    const float *x = (const float *)j->x + n * slab;
+    if (j->backward) {
+        tg__log_softmax_pick_backward_strided_f32(x, (float *)j->dx + n * slab, j->C, j->S, i0,
+                                                  i1, j->st + 2 * k, j->cls + k, j->gt + k, j->w);
+        return;
+    }
+    tg__log_softmax_stats_strided_f32(x, j->C, j->S, i0, i1, j->cls + k, j->st + 2 * k,
+                                      j->l + k, j->w);
+    pick_losses_strided(j, k + i0, k + i1);
+}
+
 static int ce_task(void *p, int64_t t)
 {
     const ce_job *j = p;
+    if (j->chunks > 0) {   /* rows [i0, i1) of slab t / chunks */
+        const int64_t n = t / j->chunks, i0 = t % j->chunks * j->pos;
+        chunk_task(j, n, i0, i0 + j->pos < j->S ? i0 + j->pos : j->S);
+        return TG_OK;
+    }
     const bool rows = !j->f64 && j->S == 1;   /* softmax_rows.c's vectorized rows */
     /* scratch: the rows' exps, or slab_bwd_f64's f (the f32 slabs take none) */
     const int64_t ne = rows ? (j->C > TG__ROWS_BLOCK ? j->C : TG__ROWS_BLOCK) : j->f64 ? j->S : 0;
@@ -155,12 +187,12 @@ static int ce_task(void *p, int64_t t)
                              j->st + 2 * k, j->cls + k, j->gt + k, e);
             else if (j->backward)
                 tg__log_softmax_pick_backward_strided_f32((const float *)x + o, (float *)dx + o,
-                                                          j->C, j->S, j->st + 2 * k,
+                                                          j->C, j->S, 0, j->S, j->st + 2 * k,
                                                           j->cls + k, j->gt + k, j->w);
             else if (j->f64)
                 slab_fwd_f64((const double *)x + o, j->C, j->S, j->st + 2 * k);
             else
-                tg__log_softmax_stats_strided_f32((const float *)x + o, j->C, j->S,
+                tg__log_softmax_stats_strided_f32((const float *)x + o, j->C, j->S, 0, j->S,
                                                   j->cls + k, j->st + 2 * k, j->l + k, j->w);
         }
     }
@@ -172,9 +204,15 @@ static int ce_task(void *p, int64_t t)
 static int ce_run(ce_job *j)
 {
     const int64_t slab = j->C * j->S;
-    j->per = slab >= 32768 ? 1 : 32768 / slab;   /* tasks of about 32k elements */
+    j->per = slab >= TASK ? 1 : TASK / slab;   /* tasks of about TASK elements */
     j->w = tg__exp_width_get();
-    return tg__run_tasks((j->N + j->per - 1) / j->per, j->N * slab > 32768, ce_task, j);
+    int64_t tasks = (j->N + j->per - 1) / j->per;
+    if (!j->f64 && j->S > 1 && slab > TASK) {   /* a large f32 slab shared by rows */
+        j->pos = TASK / j->C / 8 * 8 > 8 ? TASK / j->C / 8 * 8 : 8;
+        j->chunks = (j->S + j->pos - 1) / j->pos;
+        tasks = j->N * j->chunks;
+    }
+    return tg__run_tasks(tasks, j->N * slab > TASK, ce_task, j);
 }
 
 /* The targets' classes and weights (tg__nll_read_targets), with their

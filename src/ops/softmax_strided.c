@@ -147,21 +147,23 @@ void tg__log_softmax_backward_strided_f32(const float *x, const float *g, float 
     else log_backward_slab_plain(x, g, dx, C, S, i0, i1, e);
 }
 
-void tg__log_softmax_stats_strided_f32(const float *x, int64_t C, int64_t S, const int64_t *t,
-                                       double *st, double *lp, tg__exp_width w)
+void tg__log_softmax_stats_strided_f32(const float *x, int64_t C, int64_t S, int64_t i0,
+                                       int64_t i1, const int64_t *t, double *st, double *lp,
+                                       tg__exp_width w)
 {
-    if (C <= 0 || S <= 0) return;
-    if (w == TG__EXP_AVX512) stats_slab_avx512(x, C, S, t, st, lp);
-    else if (w == TG__EXP_AVX2) stats_slab_avx2(x, C, S, t, st, lp);
-    else stats_slab_plain(x, C, S, t, st, lp);
+    if (C <= 0 || i0 >= i1) return;
+    if (w == TG__EXP_AVX512) stats_slab_avx512(x, C, S, i0, i1, t, st, lp);
+    else if (w == TG__EXP_AVX2) stats_slab_avx2(x, C, S, i0, i1, t, st, lp);
+    else stats_slab_plain(x, C, S, i0, i1, t, st, lp);
 }
 
 void tg__log_softmax_pick_backward_strided_f32(const float *x, float *dx, int64_t C,
-                                               int64_t S, const double *st, const int64_t *t,
+                                               int64_t S, int64_t i0, int64_t i1,
+                                               const double *st, const int64_t *t,
                                                const double *gt, tg__exp_width w)
 {
-    if (C <= 0 || S <= 0) return;
-    if (w == TG__EXP_AVX512) pick_slab_avx512(x, dx, C, S, st, t, gt);
-    else if (w == TG__EXP_AVX2) pick_slab_avx2(x, dx, C, S, st, t, gt);
-    else pick_slab_plain(x, dx, C, S, st, t, gt);
+    if (C <= 0 || i0 >= i1) return;
+    if (w == TG__EXP_AVX512) pick_slab_avx512(x, dx, C, S, i0, i1, st, t, gt);
+    else if (w == TG__EXP_AVX2) pick_slab_avx2(x, dx, C, S, i0, i1, st, t, gt);
+    else pick_slab_plain(x, dx, C, S, i0, i1, st, t, gt);
 }

@@ -36,21 +36,24 @@ void tg__log_softmax_backward_strided_f32(const float *x, const float *g, float 
                                           int64_t C, int64_t S, int64_t i0, int64_t i1,
                                           double *e, tg__exp_width w);
 
-/* For each row i of the slab x (C, S): st[2 i] = m, its maximum, and
- * st[2 i + 1] = s = sum exp(x - m), as tg__softmax_strided_f32 computes
- * them (log_softmax(x) = (x - m) - log(s)), and lp[i] = log_softmax(x) at
- * class t[i], rounded to f32 as tg__softmax_strided_f32 stores it (0 for
- * t[i] < 0, and t[i] < C). */
-void tg__log_softmax_stats_strided_f32(const float *x, int64_t C, int64_t S, const int64_t *t,
-                                       double *st, double *lp, tg__exp_width w);
+/* For each row i in [i0, i1) of the slab x (C, S): st[2 i] = m, its
+ * maximum, and st[2 i + 1] = s = sum exp(x - m), as
+ * tg__softmax_strided_f32 computes them (log_softmax(x) = (x - m) -
+ * log(s)), and lp[i] = log_softmax(x) at class t[i], rounded to f32 as
+ * tg__softmax_strided_f32 stores it (0 for t[i] < 0, and t[i] < C). */
+void tg__log_softmax_stats_strided_f32(const float *x, int64_t C, int64_t S, int64_t i0,
+                                       int64_t i1, const int64_t *t, double *st, double *lp,
+                                       tg__exp_width w);
 
-/* tg__log_softmax_backward_strided_f32 of the slab x (C, S) for a g that
- * is 0 but at class t[i] of row i (none for t[i] < 0), g = gt[i] there
+/* tg__log_softmax_backward_strided_f32 of rows [i0, i1) of the slab x (C,
+ * S) for a g that is 0 but at class t[i] of row i (none for t[i] < 0), g
+ * = gt[i] there
  * (a value of f32), from the rows' stats st
  * (tg__log_softmax_stats_strided_f32): the same bits, with no pass for the
  * maximum and the sums.  dx does not overlap x. */
 void tg__log_softmax_pick_backward_strided_f32(const float *x, float *dx, int64_t C,
-                                               int64_t S, const double *st, const int64_t *t,
+                                               int64_t S, int64_t i0, int64_t i1,
+                                               const double *st, const int64_t *t,
                                                const double *gt, tg__exp_width w);
 
 #endif

@@ -260,19 +260,19 @@ ATTR static void FN(log_backward_slab)(const float *x, const float *g, float *dx
     if (i < i1) FN(log_backward_block)(x + i, g + i, dx + i, C, S, e, (int)(i1 - i));
 }
 
-ATTR static void FN(stats_slab)(const float *x, int64_t C, int64_t S, const int64_t *t,
-                                double *st, double *lp)
+ATTR static void FN(stats_slab)(const float *x, int64_t C, int64_t S, int64_t i0, int64_t i1,
+                                const int64_t *t, double *st, double *lp)
 {
-    int64_t i = 0;
-    for (; i + W <= S; i += W) FN(stats_block)(x + i, C, S, t + i, st + 2 * i, lp + i, W);
-    if (i < S) FN(stats_block)(x + i, C, S, t + i, st + 2 * i, lp + i, (int)(S - i));
+    int64_t i = i0;
+    for (; i + W <= i1; i += W) FN(stats_block)(x + i, C, S, t + i, st + 2 * i, lp + i, W);
+    if (i < i1) FN(stats_block)(x + i, C, S, t + i, st + 2 * i, lp + i, (int)(i1 - i));
 }
 
-ATTR static void FN(pick_slab)(const float *x, float *dx, int64_t C, int64_t S,
-                               const double *st, const int64_t *t, const double *gt)
+ATTR static void FN(pick_slab)(const float *x, float *dx, int64_t C, int64_t S, int64_t i0,
+                               int64_t i1, const double *st, const int64_t *t, const double *gt)
 {
-    int64_t i = 0;
-    for (; i + W <= S; i += W)
+    int64_t i = i0;
+    for (; i + W <= i1; i += W)
         FN(pick_block)(x + i, dx + i, C, S, st + 2 * i, t + i, gt + i, W);
-    if (i < S) FN(pick_block)(x + i, dx + i, C, S, st + 2 * i, t + i, gt + i, (int)(S - i));
+    if (i < i1) FN(pick_block)(x + i, dx + i, C, S, st + 2 * i, t + i, gt + i, (int)(i1 - i));
 }
