@@ -1,6 +1,7 @@
 /* tests/test_unary_blocks.c - the blocks of several vectors of
- * src/ops/unary_simd.c (exp, gelu, softplus, sigmoid and silu of f32, N
- * vectors side by side) against its one-vector blocks, bit for bit, at
+ * src/ops/unary_simd.c (exp, gelu, softplus, sigmoid and silu of f32 and
+ * the gradients of gelu and silu, N vectors side by side) against its
+ * one-vector blocks, bit for bit, at
  * every width this CPU runs: a call of fewer than N W elements takes the
  * one-vector blocks only, a long call the N-vector ones.  Inputs: a sweep
  * of 2^24 f32 bit patterns (2^21 at the plain C width, whose fma() is a
@@ -20,8 +21,10 @@
 /* Below the smallest N W (8, the plain C width's). */
 enum { SHORT = 7 };
 
-static const tg__unary_simd_op ops[] = {TG__USIMD_EXP, TG__USIMD_GELU, TG__USIMD_SOFTPLUS,
-                                        TG__USIMD_SIGMOID, TG__USIMD_SILU};
+static const tg__unary_simd_op ops[] = {TG__USIMD_EXP,     TG__USIMD_GELU,
+                                        TG__USIMD_SOFTPLUS, TG__USIMD_SIGMOID,
+                                        TG__USIMD_SILU,    TG__USIMD_GELU_GRAD,
+                                        TG__USIMD_SILU_GRAD};
 enum { NOPS = (int)(sizeof ops / sizeof ops[0]) };
 
 static const float specials[] = {0.0f,      -0.0f,      0x1p-149f, -0x1p-149f, 0x1.fffffcp-127f,
@@ -32,22 +35,35 @@ static const float specials[] = {0.0f,      -0.0f,      0x1p-149f, -0x1p-149f, 0
                                  1e6f,      -1e6f,      3e38f,     -3e38f,     INFINITY,
                                  -INFINITY, NAN,        -NAN};
 
-/* o = op(a) of n elements at width w through the one-vector blocks only:
- * calls of SHORT elements. */
-static void by_short_calls(tg__unary_simd_op op, float *o, const float *a, int64_t n,
-                           tg__exp_width w)
+static bool is_grad(tg__unary_simd_op op)
 {
-    for (int64_t i = 0; i < n; i += SHORT)
-        tg__unary_simd_f32(op, o + i, a + i, NULL, n - i < SHORT ? n - i : SHORT, w);
+    return op == TG__USIMD_GELU_GRAD || op == TG__USIMD_SILU_GRAD;
 }
 
-/* Every op of a[0..n) at width w, one long call against short calls. */
-static void expect_blocks_match(const float *a, int64_t n, tg__exp_width w, float *want,
-                                float *got)
+/* o = op(a, g) of n elements at width w through the one-vector blocks
+ * only: calls of SHORT elements (g only for the gradients). */
+static void by_short_calls(tg__unary_simd_op op, float *o, const float *a, const float *g,
+                           int64_t n, tg__exp_width w)
+{
+    for (int64_t i = 0; i < n; i += SHORT)
+        tg__unary_simd_f32(op, o + i, a + i, is_grad(op) ? g + i : NULL,
+                           n - i < SHORT ? n - i : SHORT, w);
+}
+
+/* The gradients' g: ordinary values, a few zeros and negatives. */
+static void fill_g(float *g, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) g[i] = (float)((i * 13) % 17 - 8) * 0.37f;
+}
+
+/* Every op of a[0..n) (and g, for the gradients) at width w, one long call
+ * against short calls. */
+static void expect_blocks_match(const float *a, const float *g, int64_t n, tg__exp_width w,
+                                float *want, float *got)
 {
     for (int k = 0; k < NOPS; k++) {
-        by_short_calls(ops[k], want, a, n, w);
-        tg__unary_simd_f32(ops[k], got, a, NULL, n, w);
+        by_short_calls(ops[k], want, a, g, n, w);
+        tg__unary_simd_f32(ops[k], got, a, is_grad(ops[k]) ? g : NULL, n, w);
         if (memcmp(got, want, (size_t)n * sizeof *got) == 0) continue;
         for (int64_t i = 0; i < n; i++)
             cr_assert(memcmp(&got[i], &want[i], sizeof *got) == 0,
@@ -69,7 +85,8 @@ Test(unary_blocks, sweep_matches_one_vector_blocks)
 {
     enum { CHUNK = 1 << 20 };
     float *a = malloc(CHUNK * sizeof *a), *want = malloc(CHUNK * sizeof *want),
-          *got = malloc(CHUNK * sizeof *got);
+          *got = malloc(CHUNK * sizeof *got), *g = malloc(CHUNK * sizeof *g);
+    fill_g(g, CHUNK);
     for (int w = TG__EXP_PLAIN; w <= TG__EXP_AVX512; w++) {
         if (!width_runs((tg__exp_width)w)) continue;
         /* bit patterns k 2^(32 - bits) plus an offset that walks the low bits */
@@ -81,16 +98,17 @@ Test(unary_blocks, sweep_matches_one_vector_blocks)
                 const uint32_t b = (uint32_t)((k << (32 - bits)) + low);
                 memcpy(&a[i], &b, sizeof b);
             }
-            expect_blocks_match(a, CHUNK, (tg__exp_width)w, want, got);
+            expect_blocks_match(a, g, CHUNK, (tg__exp_width)w, want, got);
         }
     }
-    free(a), free(want), free(got);
+    free(a), free(want), free(got), free(g);
 }
 
 Test(unary_blocks, edges_match_one_vector_blocks)
 {
     enum { NS = (int)(sizeof specials / sizeof specials[0]), STEPS = 9, MAX = 4096 };
-    float a[MAX], want[MAX], got[MAX];
+    float a[MAX], want[MAX], got[MAX], g[MAX];
+    fill_g(g, MAX);
     int64_t n = 0;
     /* each special and its neighbours, then gelu's piece boundaries a =
      * 0.375 (k + 1/2) and their neighbours, both signs */
@@ -117,5 +135,6 @@ Test(unary_blocks, edges_match_one_vector_blocks)
     }
     n = MAX;
     for (int w = TG__EXP_PLAIN; w <= TG__EXP_AVX512; w++)
-        if (width_runs((tg__exp_width)w)) expect_blocks_match(a, n, (tg__exp_width)w, want, got);
+        if (width_runs((tg__exp_width)w))
+            expect_blocks_match(a, g, n, (tg__exp_width)w, want, got);
 }

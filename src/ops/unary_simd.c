@@ -292,17 +292,16 @@ static const double ERFCX_C[ERFCX_N] = {
 #define ATTR TG__SIMD_AVX512
 #include "ops/unary_simd_tmpl.h"
 
-/* n elements: for exp, gelu, softplus, sigmoid and silu N W at a time, then
- * W at a time; the tail through zero-padded copies. */
+/* n elements: N W at a time (every op but tanh), then W at a time; the
+ * tail through zero-padded copies. */
 #define RUN(name, W, NW, block, blockn, attr)                                             \
     attr static inline __attribute__((always_inline)) void name(int op, float *o,         \
                                                                 const float *a,           \
                                                                 const float *g, int64_t n) \
     {                                                                                     \
         int64_t i = 0;                                                                    \
-        if (op == TG__USIMD_EXP || op == TG__USIMD_GELU || op == TG__USIMD_SIGMOID ||     \
-            op == TG__USIMD_SILU || op == TG__USIMD_SOFTPLUS)                             \
-            for (; i + (NW) <= n; i += (NW)) blockn(op, o + i, a + i);                    \
+        if (op != TG__USIMD_TANH)                                                         \
+            for (; i + (NW) <= n; i += (NW)) blockn(op, o + i, a + i, g ? g + i : NULL);  \
         for (; i + (W) <= n; i += (W)) block(op, o + i, a + i, g ? g + i : NULL);          \
         if (i == n) return;                                                               \
         float ta[W] = {0}, tg[W] = {0}, to[W];                                            \

@@ -101,16 +101,20 @@ ATTR static inline __attribute__((always_inline)) void BLOCK(int op, float *o,
     memcpy(o, &of, sizeof of);
 }
 
-/* o[0..N W) = op(a) for N vectors of W lanes, op EXP, GELU, SOFTPLUS,
- * SIGMOID or SILU: BLOCK's operations per lane, so the same bits, with
+/* o[0..N W) = op(a, g) for N vectors of W lanes, op EXP, GELU, SOFTPLUS,
+ * SIGMOID, SILU (g unused) or GELU_GRAD, SILU_GRAD: BLOCK's operations per
+ * lane, so the same bits, with
  * each step taken for all N vectors in turn (N independent chains of
  * dependent steps side by side, which the CPU overlaps).  A block holding
  * a lane outside the range where BLOCK's clamps, masks and NaN selects
- * change nothing (exp: x outside [-120, 100]; softplus, sigmoid, silu:
- * |x| > 120; gelu: |x| > GELU_AMAX; NaN for all) goes through BLOCK
- * vector by vector, so the block itself skips them. */
-ATTR static inline __attribute__((always_inline)) void BLOCKN(int op, float *o, const float *a)
+ * change nothing (exp: x outside [-120, 100]; softplus, sigmoid, silu and
+ * its gradient: |x| > 120; gelu and its gradient: |x| > GELU_AMAX; NaN for
+ * all) goes through BLOCK vector by vector, so the block itself skips
+ * them. */
+ATTR static inline __attribute__((always_inline)) void BLOCKN(int op, float *o, const float *a,
+                                                              const float *g)
 {
+    const bool grad = op == TG__USIMD_GELU_GRAD || op == TG__USIMD_SILU_GRAD;
     enum { W_ = (int)(sizeof(VF) / sizeof(float)) };
     const VD zero = {0};
     VD x[N], y[N];
@@ -120,16 +124,18 @@ ATTR static inline __attribute__((always_inline)) void BLOCKN(int op, float *o, 
         memcpy(&af, a + u * W_, sizeof af);
         x[u] = CVT_IN(af);
         if (op == TG__USIMD_EXP) far |= ~((x[u] >= -120.0) & (x[u] <= 100.0));
-        else if (op == TG__USIMD_GELU) far |= ~(ABSV(x[u]) <= GELU_AMAX);
+        else if (op == TG__USIMD_GELU || op == TG__USIMD_GELU_GRAD)
+            far |= ~(ABSV(x[u]) <= GELU_AMAX);
         else far |= ~(ABSV(x[u]) <= 120.0);
     }
     if (ANY(far)) {
-        TG__UNROLL for (int u = 0; u < N; u++) BLOCK(op, o + u * W_, a + u * W_, NULL);
+        TG__UNROLL for (int u = 0; u < N; u++)
+            BLOCK(op, o + u * W_, a + u * W_, grad ? g + u * W_ : NULL);
         return;
     }
     if (op == TG__USIMD_EXP) {
         TG__EXPV_N(VD, VU, FMA, TAB, N, x, y);
-    } else if (op == TG__USIMD_GELU) {
+    } else if (op == TG__USIMD_GELU || op == TG__USIMD_GELU_GRAD) {
         VD ax[N], t[N], p[N];
         VU kb[N];
         TG__UNROLL for (int u = 0; u < N; u++) {
@@ -138,10 +144,17 @@ ATTR static inline __attribute__((always_inline)) void BLOCKN(int op, float *o, 
             kb[u] = (VU)km & 15;
             t[u] = ax[u] - (km - 0x1.8p52) * 0.375;
         }
-        POLYN(GELU_F, GELU_FP, N, kb, t, p);
+        if (op == TG__USIMD_GELU) POLYN(GELU_F, GELU_FP, N, kb, t, p);
+        else POLYN(GELU_D, GELU_DP, N, kb, t, p);
         TG__UNROLL for (int u = 0; u < N; u++) {
             const VD r = SEL(x[u] < 0.0, p[u], 1.0 - p[u]);
-            y[u] = x[u] * SEL(ax[u] < 0x1p-60, zero + 0.5, r);
+            if (op == TG__USIMD_GELU) {
+                y[u] = x[u] * SEL(ax[u] < 0x1p-60, zero + 0.5, r);
+            } else {
+                VF gf;
+                memcpy(&gf, g + u * W_, sizeof gf);
+                y[u] = CVT_IN(gf) * r;
+            }
         }
     } else {
         /* e = exp(-|x|), as BLOCK's (|x| <= 120: no clamp) */
@@ -155,7 +168,13 @@ ATTR static inline __attribute__((always_inline)) void BLOCKN(int op, float *o, 
                 y[u] = SEL(x[u] > 0.0, x[u], zero) + l;
             } else {
                 const VD s = SEL(x[u] >= 0.0, zero + 1.0, e[u]) / (1.0 + e[u]);
-                y[u] = op == TG__USIMD_SIGMOID ? s : x[u] * s;
+                if (op == TG__USIMD_SILU_GRAD) {
+                    VF gf;
+                    memcpy(&gf, g + u * W_, sizeof gf);
+                    y[u] = CVT_IN(gf) * (s * (1.0 + x[u] * (1.0 - s)));
+                } else {
+                    y[u] = op == TG__USIMD_SIGMOID ? s : x[u] * s;
+                }
             }
         }
     }
