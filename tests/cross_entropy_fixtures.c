@@ -1,11 +1,12 @@
 /* tests/cross_entropy_fixtures.c - shared by test_cross_entropy_rows.c and
  * test_cross_entropy_spatial.c (cross_entropy_fixtures.h): the reductions,
- * the targets of a case, and the check of the one op against log_softmax
- * then nll_loss. */
+ * the logits and targets of a case, and the checks of the one op against
+ * log_softmax then nll_loss. */
 #include "cross_entropy_fixtures.h"
 
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,4 +102,91 @@ void expect_second_derivative_as_composition(tg_tensor *x, tg_tensor *t, tg_tens
         th_expect_same_bits(RED_NAMES[r], x, g2[0], g2[1]);
         th_release_all(4, (tg_tensor *[]){g1[0], g1[1], g2[0], g2[1]});
     }
+}
+
+tg_tensor *logits(tg_dtype dt, int ndim, const int64_t *shape, bool last, bool special,
+                  uint64_t seed)
+{
+    int64_t bs[8] = {0};
+    int perm[8] = {0};
+    for (int d = 0, k = 0; d < ndim; d++)
+        if (!last || d != 1) bs[k++] = shape[d];
+    if (last) bs[ndim - 1] = shape[1];
+    for (int d = 0; d < ndim; d++) perm[d] = !last || d == 0 ? d : d == 1 ? ndim - 1 : d - 1;
+    if (last && ndim == 2) {   /* (N, C): the transpose of a (C, N) tensor */
+        bs[0] = shape[1];
+        bs[1] = shape[0];
+        perm[0] = 1;
+        perm[1] = 0;
+    }
+    uint64_t st = seed;
+    tg_tensor *base = th_rand_tensor(&st, dt, ndim, bs, -4, 4);
+    const int64_t numel = tg_tensor_numel(base);
+    if (special && numel >= 4) {
+        const int64_t at[3] = {1, numel / 2, numel - 1};
+        const double val[3] = {-INFINITY, INFINITY, NAN};
+        for (int k = 0; k < 3; k++) {
+            if (dt == TG_F64) ((double *)tg_tensor_data(base))[at[k]] = val[k];
+            else ((float *)tg_tensor_data(base))[at[k]] = (float)val[k];
+        }
+    }
+    tg_tensor *x = base;
+    if (last) {
+        tg_tensor *t = NULL;
+        OK(tg_permute(&t, base, perm));
+        OK(tg_tensor_detach(&x, t));
+        tg_tensor_release(t);
+        tg_tensor_release(base);
+        int64_t S = 1;
+        for (int d = 2; d < ndim; d++) S *= shape[d];
+        if (shape[1] > 1 && (ndim == 2 || S > 1))
+            cr_assert(tg_tensor_is_contiguous(x) == false, "a strided view");
+    }
+    OK(tg_tensor_set_requires_grad(x, true));
+    return x;
+}
+
+int expect_cases_as_composition(tg_dtype dt, int ndim, const int64_t *shape, uint64_t seed)
+{
+    const int64_t C = shape[1];
+    uint64_t wst = 17;
+    tg_tensor *w = th_rand_tensor(&wst, dt, 1, &C, 0.5, 2);
+    int checked = 0;
+    for (int layout = 0; layout < 2; layout++)
+        for (int special = 0; special < 2; special++) {
+            tg_tensor *x = logits(dt, ndim, shape, layout == 1, special == 1, seed);
+            for (int ig = 0; ig < 2; ig++) {
+                const int64_t ignore = ig ? C / 2 : TG_IGNORE_INDEX_DEFAULT;
+                tg_tensor *t = targets(ndim, shape, ig ? ignore : -1);
+                for (int r = 0; r < 3; r++)
+                    for (int weighted = 0; weighted < 2; weighted++)
+                        for (int th = 1; th <= 2; th++) {
+                            OK(tg_set_num_threads(th));
+                            char what[200];
+                            snprintf(what, sizeof what,
+                                     "%s ndim %d (%lld, %lld, ...) layout %d special %d "
+                                     "ignore %d %s weight %d threads %d",
+                                     tg_dtype_name(dt), ndim, (long long)shape[0],
+                                     (long long)C, layout, special, ig, RED_NAMES[r],
+                                     weighted, th);
+                            expect_as_composition(what, x, t, weighted ? w : NULL, ignore, r);
+                            checked++;
+                        }
+                tg_tensor_release(t);
+            }
+            tg_tensor_release(x);
+        }
+    tg_tensor_release(w);
+    return checked;
+}
+
+int expect_shapes_as_composition(tg_dtype dt, int n, const int *ndims,
+                                 const int64_t (*shapes)[4], uint64_t seed)
+{
+    const int threads = tg_get_num_threads();
+    int checked = 0;
+    for (int s = 0; s < n; s++)
+        checked += expect_cases_as_composition(dt, ndims[s], shapes[s], seed + (uint64_t)s);
+    OK(tg_set_num_threads(threads));
+    return checked;
 }

@@ -8,9 +8,6 @@
  * composition's. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cross_entropy_fixtures.h"
@@ -20,80 +17,15 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-
-
-/* Logits (N, C) of U[-4, 4) (seed), contiguous or the transpose of a
- * (C, N) tensor, requiring grad; with special, row 1 holds a -inf, row 2
- * a +inf and row 3 a NaN. */
-static tg_tensor *logits(int64_t N, int64_t C, bool transposed, bool special, uint64_t seed)
-{
-    uint64_t st = seed;
-    tg_tensor *base = th_rand_tensor(&st, TG_F32, 2,
-                                     transposed ? (int64_t[]){C, N} : (int64_t[]){N, C}, -4, 4);
-    float *v = tg_tensor_data(base);
-    if (special && N >= 4 && C >= 2) {
-        const int64_t at[3] = {1 * C + 1, 2 * C + 0, 3 * C + C - 1};   /* (n, c) as n C + c */
-        const float val[3] = {-INFINITY, INFINITY, NAN};
-        for (int k = 0; k < 3; k++) {
-            const int64_t n = at[k] / C, c = at[k] % C;
-            v[transposed ? c * N + n : n * C + c] = val[k];
-        }
-    }
-    tg_tensor *x = base;
-    if (transposed) {
-        tg_tensor *t = NULL;
-        OK(tg_transpose(&t, base, 0, 1));
-        tg_tensor *leaf = NULL;
-        OK(tg_tensor_detach(&leaf, t));
-        tg_tensor_release(t);
-        tg_tensor_release(base);
-        x = leaf;
-    }
-    OK(tg_tensor_set_requires_grad(x, true));
-    return x;
-}
-
-
-
 Test(cross_entropy_rows, value_and_gradient_have_the_composition_bits)
 {
     /* (40, 1000) and (4000, 10) are two tasks of rows; rows of fewer than
      * 256 classes go through the exp in blocks of 1024 values: (300, 10)
      * three of them, (37, 63) three, the last of five rows, (9, 255) three */
-    static const int64_t shapes[][2] = {{40, 1000}, {4000, 10}, {300, 10}, {37, 63},
-                                        {5, 1}, {9, 255}, {3, 256}};
-    const int threads = tg_get_num_threads();
-    int checked = 0;
-    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-        const int64_t N = shapes[s][0], C = shapes[s][1];
-        uint64_t wst = 17;
-        tg_tensor *w = th_rand_tensor(&wst, TG_F32, 1, &C, 0.5, 2);
-        for (int layout = 0; layout < 2; layout++)
-            for (int special = 0; special < 2; special++) {
-                tg_tensor *x = logits(N, C, layout == 1, special == 1, 40 + s);
-                for (int ig = 0; ig < 2; ig++) {
-                    const int64_t ignore = ig ? C / 2 : TG_IGNORE_INDEX_DEFAULT;
-                    tg_tensor *t = targets(2, (int64_t[]){N, C}, ig ? ignore : -1);
-                    for (int r = 0; r < 3; r++)
-                        for (int weighted = 0; weighted < 2; weighted++)
-                            for (int th = 1; th <= 2; th++) {
-                                OK(tg_set_num_threads(th));
-                                char what[160];
-                                snprintf(what, sizeof what,
-                                         "(%lld, %lld) layout %d special %d ignore %d %s "
-                                         "weight %d threads %d", (long long)N, (long long)C,
-                                         layout, special, ig, RED_NAMES[r], weighted, th);
-                                expect_as_composition(what, x, t, weighted ? w : NULL,
-                                                      ignore, r);
-                                checked++;
-                            }
-                    tg_tensor_release(t);
-                }
-                tg_tensor_release(x);
-            }
-        tg_tensor_release(w);
-    }
-    OK(tg_set_num_threads(threads));
+    static const int64_t shapes[][4] = {{40, 1000}, {4000, 10}, {300, 10}, {37, 63},
+                                        {5, 1},     {9, 255},   {3, 256}};
+    static const int ndims[] = {2, 2, 2, 2, 2, 2, 2};
+    const int checked = expect_shapes_as_composition(TG_F32, 7, ndims, shapes, 40);
     cr_assert(eq(int, checked, 7 * 2 * 2 * 2 * 3 * 2 * 2));
 }
 
@@ -101,7 +33,8 @@ Test(cross_entropy_rows, value_and_gradient_have_the_composition_bits)
  * every exp width this CPU runs. */
 Test(cross_entropy_rows, every_exp_width_and_tg_cross_entropy)
 {
-    tg_tensor *x = logits(33, 257, false, true, 9), *t = targets(2, (int64_t[]){33, 257}, -1);
+    const int64_t shape[2] = {33, 257};
+    tg_tensor *x = logits(TG_F32, 2, shape, false, true, 9), *t = targets(2, shape, -1);
     int widths = 0;
     for (int wd = 1; wd <= 3; wd++) {
         tg__exp_width_force(wd);
@@ -137,8 +70,8 @@ Test(cross_entropy_rows, every_exp_width_and_tg_cross_entropy)
  * the gradient of sum(grad * v) have the composition's bits. */
 Test(cross_entropy_rows, create_graph_gives_the_composition_second_derivative)
 {
-    const int64_t N = 6, C = 5;
-    tg_tensor *x = logits(N, C, false, false, 3), *t = targets(2, (int64_t[]){N, C}, 2);
+    const int64_t N = 6, C = 5, shape[2] = {N, C};
+    tg_tensor *x = logits(TG_F32, 2, shape, false, false, 3), *t = targets(2, shape, 2);
     tg_tensor *w = th_tensor_from(TG_F32, 1, &C, (double[]){0.5, 2, 1.5, 1, 0.25});
     tg_tensor *v = th_rand_uniform(TG_F32, 2, (int64_t[]){6, 5}, 8);
     expect_second_derivative_as_composition(x, t, w, v);
@@ -150,7 +83,7 @@ Test(cross_entropy_rows, create_graph_gives_the_composition_second_derivative)
  * stay with the composition. */
 Test(cross_entropy_rows, refusals_and_other_arguments_as_the_composition)
 {
-    tg_tensor *x = logits(3, 4, false, false, 4), *y = NULL;
+    tg_tensor *x = logits(TG_F32, 2, (int64_t[]){3, 4}, false, false, 4), *y = NULL;
     tg_tensor *bad = th_tensor_from(TG_I64, 1, (int64_t[]){3}, (double[]){0, 7, 1});
     cr_assert(eq(int, tg_cross_entropy_ex(&y, x, bad, NULL, -100, TG_REDUCTION_MEAN, 0.0),
                  TG_EINVAL));

@@ -9,9 +9,7 @@
  * other arguments stay with the composition. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cross_entropy_fixtures.h"
@@ -21,94 +19,6 @@
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
-
-
-/* Logits of shape (ndim, shape) of dtype dt, U[-4, 4) (seed), contiguous
- * or (last) a channels-last view: the class dim 1 moved from the last dim
- * of a contiguous tensor (for (N, C), the transpose of a (C, N) one);
- * requiring grad.  With special, three elements of
- * distinct rows (at flat positions 1, numel / 2, numel - 1 of the
- * contiguous base) are -inf, +inf and NaN. */
-static tg_tensor *logits(tg_dtype dt, int ndim, const int64_t *shape, bool last, bool special,
-                         uint64_t seed)
-{
-    int64_t bs[8] = {0};
-    int perm[8] = {0};
-    for (int d = 0, k = 0; d < ndim; d++)
-        if (!last || d != 1) bs[k++] = shape[d];
-    if (last) bs[ndim - 1] = shape[1];
-    for (int d = 0; d < ndim; d++) perm[d] = !last || d == 0 ? d : d == 1 ? ndim - 1 : d - 1;
-    if (last && ndim == 2) {   /* (N, C): the transpose of a (C, N) tensor */
-        bs[0] = shape[1];
-        bs[1] = shape[0];
-        perm[0] = 1;
-        perm[1] = 0;
-    }
-    uint64_t st = seed;
-    tg_tensor *base = th_rand_tensor(&st, dt, ndim, bs, -4, 4);
-    const int64_t numel = tg_tensor_numel(base);
-    if (special && numel >= 4) {
-        const int64_t at[3] = {1, numel / 2, numel - 1};
-        const double val[3] = {-INFINITY, INFINITY, NAN};
-        for (int k = 0; k < 3; k++) {
-            if (dt == TG_F64) ((double *)tg_tensor_data(base))[at[k]] = val[k];
-            else ((float *)tg_tensor_data(base))[at[k]] = (float)val[k];
-        }
-    }
-    tg_tensor *x = base;
-    if (last) {
-        tg_tensor *t = NULL;
-        OK(tg_permute(&t, base, perm));
-        OK(tg_tensor_detach(&x, t));
-        tg_tensor_release(t);
-        tg_tensor_release(base);
-        int64_t S = 1;
-        for (int d = 2; d < ndim; d++) S *= shape[d];
-        if (shape[1] > 1 && (ndim == 2 || S > 1))
-            cr_assert(tg_tensor_is_contiguous(x) == false, "a strided view");
-    }
-    OK(tg_tensor_set_requires_grad(x, true));
-    return x;
-}
-
-
-
-/* Every case of one dtype and shape: layouts, special values, ignore,
- * reductions, weights, 1 and 2 threads.  Returns the count checked. */
-static int check_shape(tg_dtype dt, int ndim, const int64_t *shape, uint64_t seed)
-{
-    const int64_t C = shape[1];
-    uint64_t wst = 17;
-    tg_tensor *w = th_rand_tensor(&wst, dt, 1, &C, 0.5, 2);
-    int checked = 0;
-    for (int layout = 0; layout < 2; layout++)
-        for (int special = 0; special < 2; special++) {
-            tg_tensor *x = logits(dt, ndim, shape, layout == 1, special == 1, seed);
-            for (int ig = 0; ig < 2; ig++) {
-                const int64_t ignore = ig ? C / 2 : TG_IGNORE_INDEX_DEFAULT;
-                tg_tensor *t = targets(ndim, shape, ig ? ignore : -1);
-                for (int r = 0; r < 3; r++)
-                    for (int weighted = 0; weighted < 2; weighted++)
-                        for (int th = 1; th <= 2; th++) {
-                            OK(tg_set_num_threads(th));
-                            char what[200];
-                            snprintf(what, sizeof what,
-                                     "%s ndim %d (%lld, %lld, ...) layout %d special %d "
-                                     "ignore %d %s weight %d threads %d",
-                                     tg_dtype_name(dt), ndim, (long long)shape[0],
-                                     (long long)C, layout, special, ig, RED_NAMES[r],
-                                     weighted, th);
-                            expect_as_composition(what, x, t, weighted ? w : NULL, ignore, r);
-                            checked++;
-                        }
-                tg_tensor_release(t);
-            }
-            tg_tensor_release(x);
-        }
-    tg_tensor_release(w);
-    return checked;
-}
-
 Test(cross_entropy_spatial, f32_spatial_has_the_composition_bits)
 {
     /* (2, 10, 64, 32): two slabs of 20480, two tasks; (64, 10, 8, 8): 64
@@ -116,11 +26,7 @@ Test(cross_entropy_spatial, f32_spatial_has_the_composition_bits)
     static const int64_t shapes[][4] = {{3, 5, 4, 0}, {4, 3, 7, 5}, {2, 10, 64, 32},
                                         {64, 10, 8, 8}, {5, 7, 1, 0}, {2, 1, 3, 0}};
     static const int ndims[] = {3, 4, 4, 4, 3, 3};
-    const int threads = tg_get_num_threads();
-    int checked = 0;
-    for (size_t s = 0; s < sizeof ndims / sizeof *ndims; s++)
-        checked += check_shape(TG_F32, ndims[s], shapes[s], 40 + s);
-    OK(tg_set_num_threads(threads));
+    const int checked = expect_shapes_as_composition(TG_F32, 6, ndims, shapes, 40);
     cr_assert(eq(int, checked, 6 * 96));
 }
 
@@ -188,11 +94,7 @@ Test(cross_entropy_spatial, f64_has_the_composition_bits)
     static const int64_t shapes[][4] = {{40, 10, 0, 0},  {4000, 10, 0, 0}, {9, 1000, 0, 0},
                                         {3, 5, 4, 0},    {6, 10, 8, 8},    {37, 63, 0, 0}};
     static const int ndims[] = {2, 2, 2, 3, 4, 2};
-    const int threads = tg_get_num_threads();
-    int checked = 0;
-    for (size_t s = 0; s < sizeof ndims / sizeof *ndims; s++)
-        checked += check_shape(TG_F64, ndims[s], shapes[s], 70 + s);
-    OK(tg_set_num_threads(threads));
+    const int checked = expect_shapes_as_composition(TG_F64, 6, ndims, shapes, 70);
     cr_assert(eq(int, checked, 6 * 96));
 }
 
