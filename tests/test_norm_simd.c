@@ -11,6 +11,7 @@
 #include <criterion/new/assert.h>
 
 #include "helpers.h"
+#include "norm_fixtures.h"
 #include "core/core.h"
 #include "ops/norm_internal.h"
 #include "tapegrad/tapegrad.h"
@@ -20,17 +21,9 @@
 static void run(tg_tensor *x, tg_tensor *gy, bool training, bool affine, bool simd,
                 tg_tensor *out[6])
 {
-    const int64_t c = tg_tensor_dim(x, 1);
     const tg_dtype dt = tg_tensor_dtype(x);
-    uint64_t st = 302;   /* the same draws in both runs */
-    tg_tensor *rm = th_rand_tensor(&st, TG_F32, 1, &c, -0.5, 0.5);
-    tg_tensor *rv = th_rand_tensor(&st, TG_F32, 1, &c, 0.5, 1.5);
-    tg_tensor *w = affine ? th_rand_tensor(&st, TG_F32, 1, &c, 0.5, 2) : NULL;
-    tg_tensor *b = affine ? th_rand_tensor(&st, TG_F32, 1, &c, -1, 1) : NULL;
-    tg_tensor *leaf = NULL, *y = NULL;
-    cr_assert(eq(int, tg_tensor_detach(&leaf, x), TG_OK));
-    tg_tensor_set_requires_grad(leaf, true);
-    if (w) tg_tensor_set_requires_grad(w, true), tg_tensor_set_requires_grad(b, true);
+    bn_args a = bn_args_of(x, affine);
+    tg_tensor *leaf = a.leaf, *rm = a.rm, *rv = a.rv, *w = a.w, *b = a.b, *y = NULL;
     tg__bn_set_simd(simd);
     if (dt != TG_F32) cr_assert(eq(int, tg_autocast_begin(dt), TG_OK));
     int rc = tg_batch_norm(&y, leaf, rm, rv, w, b, training, 0.1, 1e-5);
@@ -43,7 +36,7 @@ static void run(tg_tensor *x, tg_tensor *gy, bool training, bool affine, bool si
     cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
     tg_tensor *got[6] = {y, rm, rv, gi[0], gi[1], gi[2]};
     memcpy(out, got, sizeof got);
-    tg_tensor_release(leaf), tg_tensor_release(w), tg_tensor_release(b);
+    bn_args_release(&a);
 }
 
 /* (N, C, S) with every row tail (S mod 4 = 0..3), channel counts with and
