@@ -89,6 +89,15 @@ Test(cross_entropy_spatial, f32_spatial_same_bits_in_every_exp_width)
     cr_assert(widths >= 1, "no exp width ran");
 }
 
+/* One slab larger than a task whose positions (1100) are not a whole
+ * number of tasks' rows (104 at C = 300): the last task's share is
+ * partial. */
+Test(cross_entropy_spatial, a_large_slab_shared_among_tasks)
+{
+    const int64_t shape[3] = {1, 300, 1100};
+    cr_assert(eq(int, expect_cases_as_composition(TG_F32, 3, shape, 50), 96));
+}
+
 Test(cross_entropy_spatial, f64_has_the_composition_bits)
 {
     static const int64_t shapes[][4] = {{40, 10, 0, 0},  {4000, 10, 0, 0}, {9, 1000, 0, 0},

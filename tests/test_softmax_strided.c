@@ -207,6 +207,14 @@ Test(softmax_strided, f32_rows_against_double_in_every_width_and_thread_count)
     cr_assert(eq(int, cases, 28));
 }
 
+/* One slab larger than a task whose rows (1100) are not a whole number of
+ * tasks' rows (32 at C = 1000): the last task's share is partial. */
+Test(softmax_strided, a_large_slab_shared_among_tasks)
+{
+    const int64_t shape[3] = {1, 1000, 1100};
+    cr_assert(check_case(3, shape, 1, 400) >= 1, "no exp width ran");
+}
+
 /* The rows' stats in double, before any rounding to f32, of
  * tg__log_softmax_stats_strided_f32 (cross_entropy's, and the steps of the
  * forward and backward kernels): the same bits in every width (the later
