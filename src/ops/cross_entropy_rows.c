@@ -57,14 +57,11 @@ typedef struct ce_job {
     const double *wk, *gt;
     const float *gf;
     int64_t N, C, S, per;
-    /* f32 slabs of S > 1 and more than TASK elements: tasks of `pos` rows
-     * (positions) of a slab, `chunks` tasks a slab (0: whole slabs) */
+    /* f32 slabs of S > 1 that are large: tasks of `pos` rows (positions)
+     * of a slab, `chunks` tasks a slab (0: whole slabs; tg__slab_tasks) */
     int64_t pos, chunks;
     tg__exp_width w;   /* the calling thread's (tg__exp_width_get) */
 } ce_job;
-
-/* Elements a task takes, about. */
-enum { TASK = 32768 };
 
 /* log_softmax's f64 slabs of libm's exp (src/ops/softmax.c's forward_slab
  * and log_softmax_backward_slab, which take inner = 1 the same way):
@@ -203,16 +200,10 @@ static int ce_task(void *p, int64_t t)
 
 static int ce_run(ce_job *j)
 {
-    const int64_t slab = j->C * j->S;
-    j->per = slab >= TASK ? 1 : TASK / slab;   /* tasks of about TASK elements */
     j->w = tg__exp_width_get();
-    int64_t tasks = (j->N + j->per - 1) / j->per;
-    if (!j->f64 && j->S > 1 && slab > TASK) {   /* a large f32 slab shared by rows */
-        j->pos = TASK / j->C / 8 * 8 > 8 ? TASK / j->C / 8 * 8 : 8;
-        j->chunks = (j->S + j->pos - 1) / j->pos;
-        tasks = j->N * j->chunks;
-    }
-    return tg__run_tasks(tasks, j->N * slab > TASK, ce_task, j);
+    const int64_t tasks = tg__slab_tasks(j->N, j->C, j->S, !j->f64 && j->S > 1, &j->per,
+                                         &j->pos, &j->chunks);
+    return tg__run_tasks(tasks, j->N * j->C * j->S > TG__SLAB_TASK, ce_task, j);
 }
 
 /* The targets' classes and weights (tg__nll_read_targets), with their

@@ -182,14 +182,11 @@ typedef struct softmax_job {
     const char *a, *b;
     char *out;
     int64_t outer, C, inner, per;
-    /* f32 rows of stride inner > 1 in slabs of more than TASK elements:
-     * tasks of `pos` rows (positions) of a slab, `chunks` tasks a slab */
+    /* f32 rows of stride inner > 1 in large slabs: tasks of `pos` rows
+     * (positions) of a slab, `chunks` tasks a slab (tg__slab_tasks) */
     int64_t pos, chunks;
     tg__exp_width w;   /* the f32 kernels': the calling thread's (tg__exp_width_get) */
 } softmax_job;
-
-/* Elements a task takes, about. */
-enum { TASK = 32768 };
 
 /* Rows [i0, i1) of slabs [o0, end) of f32 rows of stride inner > 1:
  * src/ops/softmax_strided.c, read and written in f32. */
@@ -298,17 +295,12 @@ static int softmax_run(bool log_, bool backward, tg_tensor **out, tg_tensor *a, 
     j.out = tg_tensor_data(r);
     const int64_t slab = j.C * j.inner, numel = j.outer * slab;
     if (numel > 0) {
-        /* tasks of about TASK elements (whole slabs): enough to share out;
-         * larger f32 slabs of stride inner > 1 by rows of TASK / C, a
-         * multiple of 8 (a row's bits do not depend on its task) */
-        j.per = slab >= TASK ? 1 : TASK / slab;
-        int64_t tasks = (j.outer + j.per - 1) / j.per;
-        if (j.dt == TG_F32 && j.inner > 1 && slab > TASK) {
-            j.pos = TASK / j.C / 8 * 8 > 8 ? TASK / j.C / 8 * 8 : 8;
-            j.chunks = (j.inner + j.pos - 1) / j.pos;
-            tasks = j.outer * j.chunks;
-        }
-        TG_TRY_GOTO(tg__run_tasks(tasks, numel > TASK, softmax_task, &j));
+        /* whole slabs a task, or large f32 slabs of stride inner > 1 by
+         * rows (a row's bits do not depend on its task) */
+        const int64_t tasks = tg__slab_tasks(j.outer, j.C, j.inner,
+                                             j.dt == TG_F32 && j.inner > 1, &j.per, &j.pos,
+                                             &j.chunks);
+        TG_TRY_GOTO(tg__run_tasks(tasks, numel > TG__SLAB_TASK, softmax_task, &j));
     }
     *out = r;
     r = NULL;

@@ -16,6 +16,27 @@
 /* Doubles of scratch per class (e below: C times this). */
 enum { TG__STRIDED_SCRATCH = 8 };
 
+/* Elements a task of softmax's and cross_entropy's slabs takes, about. */
+enum { TG__SLAB_TASK = 32768 };
+
+/* How softmax.c and cross_entropy_rows.c share n slabs (C, S) among tasks
+ * of about TG__SLAB_TASK elements: *per whole slabs a task; or, with split
+ * (f32 slabs of S > 1, whose rows the kernels above take by ranges) and
+ * slabs larger than that, *pos rows of a slab a task (a multiple of 8, at
+ * least 8) and *chunks tasks a slab, so that one slab uses every thread
+ * (*pos and *chunks 0 otherwise).  Returns the number of tasks. */
+static inline int64_t tg__slab_tasks(int64_t n, int64_t C, int64_t S, bool split, int64_t *per,
+                                     int64_t *pos, int64_t *chunks)
+{
+    const int64_t slab = C * S, rows = TG__SLAB_TASK / C / 8 * 8;
+    *per = slab >= TG__SLAB_TASK ? 1 : TG__SLAB_TASK / slab;
+    *pos = *chunks = 0;
+    if (!split || slab <= TG__SLAB_TASK) return (n + *per - 1) / *per;
+    *pos = rows > 8 ? rows : 8;
+    *chunks = (S + *pos - 1) / *pos;
+    return n * *chunks;
+}
+
 /* y = softmax(x) (log_: log_softmax(x)) of rows [i0, i1) of the slab x
  * (C, S) (0 and S: all; a row's bits do not depend on the range it is
  * computed in); y does not overlap x.  e: TG__STRIDED_SCRATCH C doubles of
