@@ -367,21 +367,14 @@ static tg_dtype fast_dtype(const tg_tensor *q, const tg_tensor *kv)
     return q->dtype;
 }
 
-/* Whether a mask given the forward reaches the fused kernel in a dtype it
- * takes: u8 (make_mask's 0 and -inf in dt), dt, or inside autocast f32. */
-static bool mask_fits(const tg_tensor *mask, tg_dtype dt)
-{
-    return !mask || mask->dtype == TG_U8 || mask->dtype == dt ||
-           (mask->dtype == TG_F32 && tg_autocast_active(NULL));
-}
-
 /* Whether the forward may take the fused attention (tg__nn_mha_fast): no
  * weights wanted, key and value one tensor (the query's for
  * self-attention), the packed in_proj_weight, no appended keys, the fused
  * kernel's conditions (no dropout draws, one float dtype, outside autocast
  * or of its half dtype or f32 inside it, TG_ATTENTION_FAST not "0", no
- * gradient recorded for query or key), masks it takes (mask_fits) and no
- * gradient recorded for the parameters or the masks. */
+ * gradient recorded for query or key), masks it takes
+ * (tg__attention_fast_mask_fits; make_mask turns a u8 one into 0 and -inf
+ * of dt) and no gradient recorded for the parameters or the masks. */
 static bool fast_applies(tg_module *m, const mha_state *s, bool weights,
                          tg_tensor *const qkv[3], const tg_nn_mha_forward_opts *fo)
 {
@@ -391,7 +384,8 @@ static bool fast_applies(tg_module *m, const mha_state *s, bool weights,
     const tg_attention_opts ao = {.dropout_p = s->o.dropout, .training = m->training};
     const tg_dtype dt = fast_dtype(qkv[0], qkv[1]);
     if (!tg__attention_fast_applies_as(qkv[0], qkv[1], qkv[1], &ao, dt) ||
-        !mask_fits(fo->attn_mask, dt) || !mask_fits(fo->key_padding_mask, dt))
+        !tg__attention_fast_mask_fits(fo->attn_mask, dt) ||
+        !tg__attention_fast_mask_fits(fo->key_padding_mask, dt))
         return false;
     if (!tg_grad_enabled()) return true;
     const tg_tensor *need[6] = {tg__module_local(m, "in_proj_weight"),

@@ -60,6 +60,14 @@ bool tg__attention_fast_applies(const tg_tensor *q, const tg_tensor *k, const tg
     return tg__attention_fast_applies_as(q, k, v, o, q->dtype);
 }
 
+bool tg__attention_fast_mask_fits(const tg_tensor *m, tg_dtype dt)
+{
+    /* a float mask of the dtype; inside autocast also f32 (the scores'
+     * sum with it is f32 there, as tg_add's of a half and an f32) */
+    return !m || m->dtype == TG_U8 || m->dtype == dt ||
+           (m->dtype == TG_F32 && tg_autocast_active(NULL));
+}
+
 bool tg__attention_fast_applies_as(const tg_tensor *q, const tg_tensor *k, const tg_tensor *v,
                                    const tg_attention_opts *o, tg_dtype dt)
 {
@@ -73,10 +81,7 @@ bool tg__attention_fast_applies_as(const tg_tensor *q, const tg_tensor *k, const
     const bool in_amp = tg_autocast_active(&amp);
     if (in_amp && (amp != dt || !tg__dtype_is_half(dt))) return false;
     if (in != dt && !(in_amp && in == TG_F32)) return false;
-    /* a float mask of the dtype; inside autocast also f32 (the scores'
-     * sum with it is f32 there, as tg_add's of a half and an f32) */
-    if (m && m->dtype != TG_U8 && m->dtype != dt && !(in_amp && m->dtype == TG_F32))
-        return false;
+    if (!tg__attention_fast_mask_fits(m, dt)) return false;
     if (tg_grad_enabled() &&
         (tg_tensor_requires_grad(q) || tg_tensor_requires_grad(k) ||
          tg_tensor_requires_grad(v) || (m && tg_tensor_requires_grad(m))))

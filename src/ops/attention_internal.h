@@ -21,6 +21,9 @@
  * and the environment variable TG_ATTENTION_FAST is not "0". */
 bool tg__attention_fast_applies(const tg_tensor *q, const tg_tensor *k, const tg_tensor *v,
                                 const tg_attention_opts *o);
+/* Whether the fused kernel takes a mask m (NULL: none) for q, k and v of
+ * dtype dt: u8, of dt, or inside autocast f32. */
+bool tg__attention_fast_mask_fits(const tg_tensor *m, tg_dtype dt);
 /* The same for q, k and v that reach the kernel in dtype dt: q's own, or
  * inside autocast of the half dtype dt, f32 that the caller casts to dt
  * first, as autocast's products would (MultiheadAttention's projections). */
