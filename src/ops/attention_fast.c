@@ -360,15 +360,13 @@ static void run_block_half(const fast_job *j, int64_t u, float *qs, float *sc, d
     const int64_t n = r0 + j->rows <= j->L ? j->rows : j->L - r0;
     const int64_t S = j->S, E = j->E, Ev = j->Ev;
     const int64_t qoff = lead_off(j, j->q.ls, b) + r0 * j->q.rs;
-    if (j->q_f32)   /* f32 q divided in f32 (tg_div_scalar's), then cast */
+    if (j->q_f32)   /* f32 q: divided in f32 (tg_div_scalar's), then cast */
         for (int64_t i = 0; i < n; i++)
-            for (int64_t c = 0; c < E; c++)
-                qs[i * E + c] = (float)((double)((const float *)j->q.base)[qoff + i * j->q.rs + c] /
-                                        j->scale);
+            memcpy(qs + i * E, (const float *)j->q.base + qoff + i * j->q.rs,
+                   (size_t)E * sizeof *qs);
     else
         tg__half_to_f32_rows(j->dt, (const uint16_t *)j->q.base + qoff, j->q.rs, qs, E, n, E);
-    if (!j->q_f32)
-        for (int64_t i = 0; i < n * E; i++) qs[i] = (float)((double)qs[i] / j->scale);
+    for (int64_t i = 0; i < n * E; i++) qs[i] = (float)((double)qs[i] / j->scale);
     for (int64_t i = 0; i < n; i++) round_row(j->dt, qs + i * E, hs->h, E);
     const void *kp = (const uint16_t *)j->k.base + lead_off(j, j->k.ls, b);
     if (!j->bits_k) {
