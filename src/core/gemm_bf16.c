@@ -125,9 +125,9 @@ typedef struct driver {
     int64_t mc;  /* rows of an A block, a multiple of mr */
     int kal;     /* k of a block padded to a multiple of kal */
     bool amx, emulated;   /* emulated: amx on emulated tiles (tg__amx_emulated) */
-    bool reg;             /* avx512: the register broadcast (tg__bf16_broadcast; set by
-                           * tg__gemm_bf16_bits, the one caller that runs the kernel) */
-    const tg__bf16_tiles *tiles;   /* avx512: the tile functions of that form */
+    /* avx512: the tile functions of the broadcast form (tg__bf16_broadcast;
+     * set by tg__gemm_bf16_bits, the one caller that runs the kernel) */
+    const tg__bf16_tiles *tiles;
 } driver;
 
 static _Thread_local bool no_pack_buffers;
@@ -346,8 +346,9 @@ void tg__gemm_bf16_bits(tg_bf16_kernel kern, bool ta, bool tb, int64_t m, int64_
         TG_ASSERT(!pb || (pb->kern == kern && pb->b_side && pb->o.k == k &&
                           pb_line0 % TG__BF16_NR == 0 && pb_line0 + n <= pb->o.lines));
         driver d = driver_of(kern);
-        d.reg = !d.amx && tg__bf16_broadcast() == TG__BF16_BCAST_REGISTER;
-        if (!d.amx) d.tiles = tg__bf16_micro_avx512_tiles(d.reg);
+        if (!d.amx)
+            d.tiles = tg__bf16_micro_avx512_tiles(tg__bf16_broadcast() ==
+                                                  TG__BF16_BCAST_REGISTER);
         if (gemm_packed(&d, m, n, k, &oa, &ob, beta, c, ldc)) return;
     }
     if (!a || !b || a_bits || b_bits) {

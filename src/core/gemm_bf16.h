@@ -76,25 +76,20 @@ void tg__bf16_store(float *c, int64_t ldc, const float *acc, int64_t ldt, int mr
 /* The micro-kernels: c's tile (mr <= MR rows, nr <= NR columns) from a
  * packed A panel and B panel of kp pairs, stored as tg__bf16_store. */
 #define TG__BF16_MR_AVX512 12
-/* The avx512 tile in two forms that give the same bits and differ in how
- * A's pairs are broadcast: by each vdpbf16ps's own load, or once into a
- * register for both instructions of a row (gemm_bf16_avx512.c says which
- * pays on which CPU). */
-void tg__bf16_micro_avx512_load(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
-                                int64_t ldc, int mr, int nr, bool first, float beta);
-void tg__bf16_micro_avx512_register(const uint32_t *ap, const uint32_t *bp, int64_t kp,
-                                    float *c, int64_t ldc, int mr, int nr, bool first,
-                                    float beta);
-/* Both forms compute a tile of mr x nr as the smallest of 4, 8 or 12 rows by
- * 16 or 32 columns that holds it, with the same bits as the 12 x 32 tile.
+/* The avx512 tile comes in two forms that give the same bits and differ in
+ * how A's pairs are broadcast: by each vdpbf16ps's own load, or once into
+ * a register for both instructions of a row (reg; gemm_bf16_avx512.c says
+ * which pays on which CPU).  Both compute a tile of mr x nr as the
+ * smallest of 4, 8 or 12 rows by 16 or 32 columns that holds it, with the
+ * same bits as the 12 x 32 tile.
  * Tests: true makes this thread's avx512 tiles all 12 x 32; false restores. */
 void tg__bf16_set_full_tiles(bool on);
-/* The tile functions behind the two above, for the GEMM driver: fn[r][c]
- * computes tiles of at most 4 (r = 0), 8 or 12 rows and 16 (c = 0) or 32
- * columns (tg__bf16_tile picks), as the calling thread's
- * tg__bf16_set_full_tiles and broadcast form reg choose them.  Asked once
- * per GEMM: the two above ask the thread-local choice per tile, a call
- * into the dynamic loader (__tls_get_addr) in the shared library. */
+/* The tile functions of form reg for the GEMM driver: fn[r][c] computes
+ * tiles of at most 4 (r = 0), 8 or 12 rows and 16 (c = 0) or 32 columns
+ * (tg__bf16_tile picks), as the calling thread's tg__bf16_set_full_tiles
+ * chooses them.  Asked once per GEMM, not per tile: the thread-local
+ * choice is a call into the dynamic loader (__tls_get_addr) in the shared
+ * library. */
 typedef void (*tg__bf16_micro_fn)(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
                                   int64_t ldc, int mr, int nr, bool first, float beta);
 typedef struct tg__bf16_tiles {

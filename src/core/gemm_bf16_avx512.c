@@ -403,20 +403,6 @@ const tg__bf16_tiles *tg__bf16_micro_avx512_tiles(bool reg)
     return reg ? &micro_register : &micro_load;
 }
 
-void tg__bf16_micro_avx512_load(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
-                                int64_t ldc, int mr, int nr, bool first, float beta)
-{
-    tg__bf16_tile(tg__bf16_micro_avx512_tiles(false), mr, nr)(ap, bp, kp, c, ldc, mr, nr, first,
-                                                             beta);
-}
-
-void tg__bf16_micro_avx512_register(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
-                                    int64_t ldc, int mr, int nr, bool first, float beta)
-{
-    tg__bf16_tile(tg__bf16_micro_avx512_tiles(true), mr, nr)(ap, bp, kp, c, ldc, mr, nr, first,
-                                                            beta);
-}
-
 /* AMD family 19h (Zen 3 and Zen 4; only Zen 4 has AVX-512 BF16). */
 static bool cpu_is_amd_family_19h(void)
 {
@@ -461,16 +447,6 @@ void tg__bf16_pack_b(uint32_t *bp, const tg__bf16_src *s, int64_t j0, int64_t nc
                      int64_t kc, int64_t kcp)
 {
     TG_ASSERT(!"bf16 packing called on a build without AVX-512 BF16");
-}
-void tg__bf16_micro_avx512_load(const uint32_t *ap, const uint32_t *bp, int64_t kp, float *c,
-                                int64_t ldc, int mr, int nr, bool first, float beta)
-{
-    TG_ASSERT(!"avx512 bf16 kernel called on a build without AVX-512 BF16");
-}
-void tg__bf16_micro_avx512_register(const uint32_t *ap, const uint32_t *bp, int64_t kp,
-                                    float *c, int64_t ldc, int mr, int nr, bool first, float beta)
-{
-    TG_ASSERT(!"avx512 bf16 kernel called on a build without AVX-512 BF16");
 }
 bool tg__bf16_broadcast_best_register(void) { return false; }
 void tg__bf16_set_full_tiles(bool on) { (void)on; }
