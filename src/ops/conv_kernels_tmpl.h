@@ -140,17 +140,11 @@ TG__COL2IM_INLINE void FN(phase_sums_runs)(const T *cols, int64_t ld,
 /* dst[2x] = e[x], dst[2x + 1] = o[x] for x < q2 (an image row of stride 2
  * from its two phase rows), eight pairs a permute: the phase rows of the
  * DCGAN's layers are 7 and 14 long, which the compiler's loop took one
- * element at a time after its overlap tests.  Moves only: the loop's bits. */
+ * element at a time after its overlap tests.  Moves only: the loop's bits.
+ * f32 only (FN(interleave) takes it for T = float). */
 TG__COL2IM_AVX512 static void FN(interleave_avx512)(T *restrict dst, const T *restrict e,
                                                     const T *restrict o, int64_t q2)
 {
-    if (sizeof(T) != sizeof(float)) {
-        for (int64_t x = 0; x < q2; x++) {
-            dst[2 * x] = e[x];
-            dst[2 * x + 1] = o[x];
-        }
-        return;
-    }
     const float *ef = (const float *)(const void *)e, *of = (const float *)(const void *)o;
     float *df = (float *)(void *)dst;
     /* lane 2x: element x of the first operand (e), lane 2x + 1: of the second */
@@ -165,12 +159,12 @@ TG__COL2IM_AVX512 static void FN(interleave_avx512)(T *restrict dst, const T *re
 #endif
 
 /* dst[2x] = e[x], dst[2x + 1] = o[x] for x < q2: by interleave_avx512 when
- * wide, else a loop. */
+ * wide and T is f32, else a loop. */
 TG__COL2IM_INLINE void FN(interleave)(T *restrict dst, const T *restrict e, const T *restrict o,
                                       int64_t q2, bool wide)
 {
 #ifdef TG__HAVE_X86_SIMD
-    if (wide) {
+    if (wide && sizeof(T) == sizeof(float)) {
         FN(interleave_avx512)(dst, e, o, q2);
         return;
     }
