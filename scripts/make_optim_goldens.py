@@ -6,16 +6,19 @@ Run from the repository root with the system interpreter (torch 1.13):
 
 tests/golden/optim/<config>_<f32|f64>.safetensors, one per optimizer config:
   p<j>.init          the two initial parameters, shapes (3, 4) and (5,)
-  g<k>.p<j>          the gradient of parameter j at step k (k = 0..4); absent
+  g<k>.p<j>          the gradient of parameter j at step k (k = 0..4, or up
+                     to the metadata's "steps" - 1 where given); absent
                      when that parameter has no gradient at that step (skipped)
   p<j>.step<k>       parameter j after step k
   p<j>.state.<name>  parameter j's state after the last step, as torch's
-                     optimizer.state holds it: "step" (f32, Adam/AdamW;
+                     optimizer.state holds it: "step" (f32, all but SGD;
                      RMSprop's Python int as f32), "exp_avg", "exp_avg_sq",
                      "max_exp_avg_sq" (amsgrad), "momentum_buffer" (SGD with
                      momentum, RMSprop with momentum > 0), "square_avg" and
-                     "grad_avg" (centered RMSprop)
-  metadata           the optimizer ("sgd", "adam", "adamw", "rmsprop") and its
+                     "grad_avg" (centered RMSprop), "sum" (Adagrad),
+                     "exp_inf" (Adamax), "mu_product" (NAdam)
+  metadata           the optimizer ("sgd", "adam", "adamw", "rmsprop",
+                     "adagrad", "adamax", "nadam", "radam") and its
                      options, flags as "0" or "1" (RMSprop's alpha and
                      centered only in its files); for the configs of
                      GROUPS, "groups" = "2" and "g1.<option>", the options
@@ -108,8 +111,42 @@ CONFIGS += [
     ("adam_groups", torch.optim.Adam, dict(lr=0.02, betas=(0.85, 0.99), amsgrad=True)),
     ("rmsprop_groups", torch.optim.RMSprop, dict(lr=0.01, alpha=0.9, momentum=0.9)),
 ]
+# Adagrad, Adamax, NAdam and RAdam, each with its defaults, with every
+# option, and in two groups.  RAdam runs 8 steps ("steps" in the metadata),
+# so that its rectified update (rho_t > 5, from step 6) is reached.
+CONFIGS += [
+    ("adagrad", torch.optim.Adagrad, dict(lr=0.1)),
+    ("adagrad_all", torch.optim.Adagrad,
+     dict(lr=0.05, lr_decay=0.1, weight_decay=0.1, initial_accumulator_value=0.5, eps=1e-3,
+          maximize=True)),
+    ("adamax", torch.optim.Adamax, dict(lr=0.02)),
+    ("adamax_all", torch.optim.Adamax,
+     dict(lr=0.01, betas=(0.8, 0.5), eps=1e-3, weight_decay=0.1, maximize=True)),
+    ("nadam", torch.optim.NAdam, dict(lr=0.01)),
+    ("nadam_all", torch.optim.NAdam,
+     dict(lr=0.02, betas=(0.8, 0.9), eps=1e-6, weight_decay=0.1, momentum_decay=0.1)),
+    ("radam", torch.optim.RAdam, dict(lr=0.01)),
+    ("radam_all", torch.optim.RAdam, dict(lr=0.02, betas=(0.8, 0.99), eps=1e-4,
+                                          weight_decay=0.1)),
+    ("adagrad_groups", torch.optim.Adagrad, dict(lr=0.1, initial_accumulator_value=0.1)),
+    ("adamax_groups", torch.optim.Adamax, dict(lr=0.02, weight_decay=0.05)),
+    ("nadam_groups", torch.optim.NAdam, dict(lr=0.01, momentum_decay=0.01)),
+    ("radam_groups", torch.optim.RAdam, dict(lr=0.01, betas=(0.9, 0.99))),
+]
+GROUPS.update({
+    "adagrad_groups": dict(lr=0.05, lr_decay=0.2, eps=1e-2, maximize=True),
+    "adamax_groups": dict(betas=(0.7, 0.9), weight_decay=0.0, eps=1e-4),
+    "nadam_groups": dict(lr=0.03, betas=(0.8, 0.95), weight_decay=0.1, momentum_decay=0.2),
+    "radam_groups": dict(lr=0.02, betas=(0.85, 0.999), eps=1e-3, weight_decay=0.05),
+})
+STEPS = {"radam": 8, "radam_all": 8, "radam_groups": 8}
 KIND = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
-        torch.optim.RMSprop: "rmsprop"}
+        torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad",
+        torch.optim.Adamax: "adamax", torch.optim.NAdam: "nadam", torch.optim.RAdam: "radam"}
+# The options of these kinds in the metadata, from the optimizer's defaults.
+MORE_META = {"adagrad": ("lr_decay", "initial_accumulator_value", "eps", "weight_decay"),
+             "adamax": ("eps", "weight_decay"), "nadam": ("eps", "weight_decay", "momentum_decay"),
+             "radam": ("eps", "weight_decay")}
 SHAPES = [(3, 4), (5,)]
 SKIP = (2, 1)  # parameter 1 has no gradient at step 2
 
@@ -118,14 +155,15 @@ def optim_case(name, cls, opts, dtype):
     gen = torch.Generator().manual_seed(1234)
     params = [torch.randn(s, generator=gen, dtype=torch.float64).to(dtype).requires_grad_()
               for s in SHAPES]
+    steps = STEPS.get(name, 5)
     grads = [[torch.randn(s, generator=gen, dtype=torch.float64).to(dtype) for s in SHAPES]
-             for _ in range(5)]
+             for _ in range(steps)]
     tensors = [("p%d.init" % j, p.detach().clone()) for j, p in enumerate(params)]
     if name in GROUPS:
         opt = cls([{"params": [params[0]]}, dict(params=[params[1]], **GROUPS[name])], **opts)
     else:
         opt = cls(params, **opts)
-    for k in range(5):
+    for k in range(steps):
         for j, p in enumerate(params):
             if (k, j) == SKIP:
                 p.grad = None
@@ -156,6 +194,12 @@ def optim_case(name, cls, opts, dtype):
     if cls is torch.optim.RMSprop:
         meta["alpha"] = repr(opts.get("alpha", 0.99))
         meta["centered"] = "1" if opts.get("centered") else "0"
+    for key in MORE_META.get(KIND[cls], ()):
+        meta[key] = repr(float(opt.defaults[key]))
+    if "betas" in opt.defaults:
+        meta["beta1"], meta["beta2"] = (repr(b) for b in opt.defaults["betas"])
+    if steps != 5:
+        meta["steps"] = str(steps)
     for key, v in GROUPS.get(name, {}).items():
         if key == "betas":
             meta["g1.beta1"], meta["g1.beta2"] = repr(v[0]), repr(v[1])

@@ -69,6 +69,75 @@ static tg_rmsprop_opts g1_rmsprop(const tg_st_file *f, tg_rmsprop_opts r)
     return r;
 }
 
+int golden_steps(const tg_st_file *f) { return (int)meta_or(f, "steps", 5); }
+
+/* The options of Adagrad, Adamax, NAdam and RAdam: the file's (with its
+ * "g1.<name>" over them for group 1), or, with other, each one changed. */
+typedef struct more_opts {
+    double lr, lr_decay, weight_decay, initial_accumulator_value, eps, beta1, beta2;
+    double momentum_decay;
+    bool maximize;
+} more_opts;
+
+static more_opts more_of(const tg_st_file *f, const char *pre, bool other)
+{
+    char k[64];
+#define GET(name, dflt) (snprintf(k, sizeof k, "%s%s", pre, name), meta_or(f, k, dflt))
+    more_opts a = {.lr = meta(f, "lr"), .lr_decay = meta_or(f, "lr_decay", 0),
+                   .weight_decay = meta(f, "weight_decay"),
+                   .initial_accumulator_value = meta_or(f, "initial_accumulator_value", 0),
+                   .eps = meta(f, "eps"), .beta1 = meta(f, "beta1"), .beta2 = meta(f, "beta2"),
+                   .momentum_decay = meta_or(f, "momentum_decay", 0),
+                   .maximize = meta_flag(f, "maximize")};
+    a = (more_opts){.lr = GET("lr", a.lr), .lr_decay = GET("lr_decay", a.lr_decay),
+                    .weight_decay = GET("weight_decay", a.weight_decay),
+                    .initial_accumulator_value =
+                        GET("initial_accumulator_value", a.initial_accumulator_value),
+                    .eps = GET("eps", a.eps), .beta1 = GET("beta1", a.beta1),
+                    .beta2 = GET("beta2", a.beta2),
+                    .momentum_decay = GET("momentum_decay", a.momentum_decay),
+                    .maximize = GET("maximize", a.maximize) != 0};
+#undef GET
+    if (other)
+        a = (more_opts){.lr = 2 * a.lr, .lr_decay = a.lr_decay + 0.3,
+                        .weight_decay = a.weight_decay + 0.3,
+                        .initial_accumulator_value = a.initial_accumulator_value + 0.7,
+                        .eps = 1e-3 + a.eps, .beta1 = 0.5, .beta2 = 0.6,
+                        .momentum_decay = a.momentum_decay + 0.05, .maximize = !a.maximize};
+    return a;
+}
+
+/* Adagrad, Adamax, NAdam or RAdam (kind) over params[0..n) with the
+ * options of group g (0, or 1 added to *o). */
+static int more_opt(const tg_st_file *f, const char *kind, tg_optimizer **o, int n,
+                    tg_tensor **params, int g, bool other)
+{
+    const more_opts a = more_of(f, g ? "g1." : "", other);
+    tg_tensor **p = params + g;
+    if (strcmp(kind, "adagrad") == 0) {
+        const tg_adagrad_opts x = {a.lr, a.lr_decay, a.weight_decay, a.initial_accumulator_value,
+                                   a.eps, a.maximize};
+        return g ? tg_adagrad_add_param_group(*o, 1, p, &x) : tg_adagrad_new(o, n, p, &x);
+    }
+    if (strcmp(kind, "adamax") == 0) {
+        const tg_adamax_opts x = {a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.maximize};
+        return g ? tg_adamax_add_param_group(*o, 1, p, &x) : tg_adamax_new(o, n, p, &x);
+    }
+    if (strcmp(kind, "nadam") == 0) {
+        const tg_nadam_opts x = {a.lr, a.beta1, a.beta2, a.eps, a.weight_decay,
+                                 a.momentum_decay};
+        return g ? tg_nadam_add_param_group(*o, 1, p, &x) : tg_nadam_new(o, n, p, &x);
+    }
+    const tg_radam_opts x = {a.lr, a.beta1, a.beta2, a.eps, a.weight_decay};
+    return g ? tg_radam_add_param_group(*o, 1, p, &x) : tg_radam_new(o, n, p, &x);
+}
+
+static bool is_more(const char *kind)
+{
+    return strcmp(kind, "adagrad") == 0 || strcmp(kind, "adamax") == 0 ||
+           strcmp(kind, "nadam") == 0 || strcmp(kind, "radam") == 0;
+}
+
 /* An optimizer configured from the golden file's metadata: over both
  * parameters, or over parameter 0 with parameter 1 in a second param group. */
 tg_optimizer *make_opt(const tg_st_file *f, tg_tensor **params)
@@ -77,7 +146,10 @@ tg_optimizer *make_opt(const tg_st_file *f, tg_tensor **params)
     const char *kind = tg_st_meta_get(f, "kind");
     const int n = two_groups(f) ? 1 : NP;
     int rc;
-    if (strcmp(kind, "sgd") == 0) {
+    if (is_more(kind)) {
+        rc = more_opt(f, kind, &o, n, params, 0, false);
+        if (rc == TG_OK && n == 1) rc = more_opt(f, kind, &o, n, params, 1, false);
+    } else if (strcmp(kind, "sgd") == 0) {
         tg_sgd_opts s = {.lr = meta(f, "lr"), .momentum = meta(f, "momentum"),
                          .dampening = meta(f, "dampening"), .weight_decay = meta(f, "weight_decay"),
                          .nesterov = meta_flag(f, "nesterov"),
@@ -118,7 +190,10 @@ tg_optimizer *make_other_opt(const tg_st_file *f, tg_tensor **params, bool flip_
     const char *kind = tg_st_meta_get(f, "kind");
     const int n = two_groups(f) ? 1 : NP;
     int rc;
-    if (strcmp(kind, "sgd") == 0) {
+    if (is_more(kind)) {
+        rc = more_opt(f, kind, &o, n, params, 0, true);
+        if (rc == TG_OK && n == 1) rc = more_opt(f, kind, &o, n, params, 1, true);
+    } else if (strcmp(kind, "sgd") == 0) {
         tg_sgd_opts s = {.lr = 3 * meta(f, "lr") + 0.01, .momentum = 0.0, .dampening = 0.0,
                          .weight_decay = meta(f, "weight_decay") + 0.5, .nesterov = false,
                          .maximize = !meta_flag(f, "maximize")};

@@ -15,6 +15,9 @@
 /* The metadata k of f as a number (asserting it is there). */
 double meta(const tg_st_file *f, const char *k);
 
+/* The number of steps f records: its metadata "steps", or 5. */
+int golden_steps(const tg_st_file *f);
+
 /* An optimizer configured from the golden file's metadata: over both
  * parameters, or over parameter 0 with parameter 1 in a second param group. */
 tg_optimizer *make_opt(const tg_st_file *f, tg_tensor **params);

@@ -1,6 +1,7 @@
 /* tests/test_optim.c - SGD/Adam/AdamW (amsgrad, maximize)/RMSprop (momentum,
- * centered, maximize), in one param group or two, against PyTorch 1.13's
- * parameters after each of 5 steps and its optimizer state after the last
+ * centered, maximize)/Adagrad/Adamax/NAdam/RAdam, in one param group or two,
+ * against PyTorch 1.13's parameters after each of 5 steps (RAdam's 8) and
+ * its optimizer state after the last
  * (tests/golden/optim/, scripts/make_optim_goldens.py; optim_goldens.h).
  * The other optimizer tests: test_optim_state.c (state save / load),
  * test_optim_groups.c (param groups, refused options), test_optim_update.c
@@ -67,13 +68,14 @@ static void check_config(const char *config)
         tg_tensor *params[NP];
         init_params(f, params);
         tg_optimizer *o = make_opt(f, params);
-        for (int k = 0; k < 5; k++) {
+        const int steps = golden_steps(f);
+        for (int k = 0; k < steps; k++) {
             set_grads(f, params, k);
             cr_assert(eq(int, tg_optimizer_step(o), TG_OK), "%s", tg_error_message());
             assert_params(f, params, k, tols[d], config);
         }
         assert_state(f, o, tols[d], config);
-        cr_assert(eq(i64, tg_optimizer_steps(o), 5));
+        cr_assert(eq(i64, tg_optimizer_steps(o), steps));
         tg_optimizer_free(o);
         free_params(params);
         tg_st_free(f);
@@ -127,4 +129,16 @@ Test(optim, amsgrad_and_maximize_match_pytorch)
     check_config("adamw_amsgrad_maximize");
     check_config("sgd_maximize");
     check_config("sgd_nesterov_maximize");
+}
+
+/* Each with torch's defaults, with every option changed (Adagrad's
+ * lr_decay, initial_accumulator_value and maximize; NAdam's momentum_decay),
+ * and in two groups.  RAdam's 8 steps reach its rectified update (from step
+ * 6 with these betas) after the plain ones. */
+Test(optim, adagrad_adamax_nadam_radam_match_pytorch)
+{
+    const char *configs[] = {"adagrad", "adagrad_all", "adagrad_groups", "adamax", "adamax_all",
+                             "adamax_groups", "nadam", "nadam_all", "nadam_groups", "radam",
+                             "radam_all", "radam_groups"};
+    for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) check_config(configs[i]);
 }

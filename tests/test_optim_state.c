@@ -44,7 +44,8 @@ static void check_resume(const char *config, bool other_opts)
     init_params(f, a);
     init_params(f, b);
     tg_optimizer *oa = make_opt(f, a), *ob = make_opt(f, b);
-    for (int k = 0; k < 5; k++) {
+    const int steps = golden_steps(f);
+    for (int k = 0; k < steps; k++) {
         set_grads(f, a, k);
         cr_assert(eq(int, tg_optimizer_step(oa), TG_OK));
     }
@@ -67,7 +68,7 @@ static void check_resume(const char *config, bool other_opts)
     cr_assert(eq(int, tg_optimizer_state_load(ob, s2, "opt"), TG_OK), "%s", tg_error_message());
     cr_assert(eq(i64, tg_optimizer_steps(ob), 3));
     cr_assert(eq(dbl, tg_optimizer_get_lr(ob), meta(f, "lr")));
-    for (int k = 3; k < 5; k++) {
+    for (int k = 3; k < steps; k++) {
         set_grads(f, b, k);
         cr_assert(eq(int, tg_optimizer_step(ob), TG_OK));
     }
@@ -95,6 +96,11 @@ Test(optim_state, state_save_load_resumes_bit_identically)
     check_resume("rmsprop", false);
     check_resume("rmsprop_centered_momentum_maximize", false);
     check_resume("rmsprop_groups", false);
+    check_resume("adagrad_all", false);
+    check_resume("adamax_all", false);
+    check_resume("nadam_all", false);
+    check_resume("radam_all", false);
+    check_resume("nadam_groups", false);
 }
 
 Test(optim_state, state_load_restores_the_hyperparameters)
@@ -103,7 +109,9 @@ Test(optim_state, state_load_restores_the_hyperparameters)
                              "adam_wd", "adam_amsgrad", "adam_maximize", "adamw",
                              "adamw_amsgrad_maximize", "adamw_groups", "sgd_groups",
                              "adam_groups", "rmsprop_wd", "rmsprop_momentum", "rmsprop_centered",
-                             "rmsprop_centered_momentum_maximize", "rmsprop_groups"};
+                             "rmsprop_centered_momentum_maximize", "rmsprop_groups",
+                             "adagrad_all", "adagrad_groups", "adamax_all", "adamax_groups",
+                             "nadam_all", "nadam_groups", "radam_all", "radam_groups"};
     for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) check_resume(configs[i], true);
 }
 

@@ -1,4 +1,5 @@
-/* tapegrad/optim.h - SGD, Adam, AdamW and RMSprop with PyTorch 1.13's update rules.
+/* tapegrad/optim.h - SGD, Adam, AdamW, RMSprop, Adagrad, Adamax, NAdam and RAdam with
+ * PyTorch 1.13's update rules.
  *
  *   tg_optimizer *opt;
  *   tg_adam_opts o = TG_ADAM_OPTS_INIT;   // lr 1e-3, betas (0.9, 0.999), eps 1e-8
@@ -98,6 +99,73 @@ typedef struct tg_rmsprop_opts {
     {.lr = 1e-2, .alpha = 0.99, .eps = 1e-8, .weight_decay = 0.0, .momentum = 0.0, \
      .centered = false, .maximize = false}
 
+/* torch.optim.Adagrad:  t += 1;  g = -g when maximize;  g = g + weight_decay * p;
+ * clr = lr / (1 + (t - 1) * lr_decay);  sum = sum + g * g;
+ * p -= clr * g / (sqrt(sum) + eps), sum starting at initial_accumulator_value.
+ * lr, lr_decay, weight_decay, initial_accumulator_value, eps >= 0. */
+typedef struct tg_adagrad_opts {
+    double lr;
+    double lr_decay;
+    double weight_decay;
+    double initial_accumulator_value;
+    double eps;
+    bool maximize;   /* ascend the objective: the gradient's sign flipped */
+} tg_adagrad_opts;
+#define TG_ADAGRAD_OPTS_INIT                                                  \
+    {.lr = 1e-2, .lr_decay = 0.0, .weight_decay = 0.0, .initial_accumulator_value = 0.0, \
+     .eps = 1e-10, .maximize = false}
+
+/* torch.optim.Adamax:  t += 1;  g = -g when maximize;  g = g + weight_decay * p;
+ * m = b1 m + (1 - b1) g;  u = max(b2 u, |g| + eps) (NaN if either is);
+ * p -= lr / (1 - b1^t) * m / u.  lr, eps, weight_decay >= 0; betas in [0, 1). */
+typedef struct tg_adamax_opts {
+    double lr;
+    double beta1, beta2;
+    double eps;
+    double weight_decay;
+    bool maximize;   /* ascend the objective: the gradient's sign flipped */
+} tg_adamax_opts;
+#define TG_ADAMAX_OPTS_INIT                                                   \
+    {.lr = 2e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0, \
+     .maximize = false}
+
+/* torch.optim.NAdam:  t += 1;  g = g + weight_decay * p;
+ * mu_t = b1 (1 - 0.96^(t momentum_decay) / 2), mu_{t+1} likewise;
+ * P = P mu_t (the product of the mu so far, kept in f32 as torch's state
+ * "mu_product");  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+ * d = sqrt(v / (1 - b2^t)) + eps;
+ * p -= lr (1 - mu_t) / (1 - P) * g / d;
+ * p -= lr mu_{t+1} / (1 - P mu_t mu_{t+1}) * m / d (torch 1.13's product, mu_t
+ * in it twice, where the NAdam paper has P mu_{t+1}).
+ * lr, eps, weight_decay, momentum_decay >= 0; betas in [0, 1). */
+typedef struct tg_nadam_opts {
+    double lr;
+    double beta1, beta2;
+    double eps;
+    double weight_decay;
+    double momentum_decay;
+} tg_nadam_opts;
+#define TG_NADAM_OPTS_INIT                                                    \
+    {.lr = 2e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0, \
+     .momentum_decay = 4e-3}
+
+/* torch.optim.RAdam:  t += 1;  g = g + weight_decay * p;  m = b1 m + (1 - b1) g;
+ * v = b2 v + (1 - b2) g^2;  rho_inf = 2 / (1 - b2) - 1,
+ * rho_t = rho_inf - 2 t b2^t / (1 - b2^t);  with rho_t > 5 (the variance of
+ * the adaptive rate tractable) r = sqrt((rho_t - 4) (rho_t - 2) rho_inf /
+ * ((rho_inf - 4) (rho_inf - 2) rho_t)) and
+ * p -= m / (1 - b1^t) * lr * (sqrt(1 - b2^t) / (sqrt(v) + eps)) * r,
+ * else p -= m / (1 - b1^t) * lr (SGD with momentum for the first steps).
+ * lr, eps, weight_decay >= 0; betas in [0, 1). */
+typedef struct tg_radam_opts {
+    double lr;
+    double beta1, beta2;
+    double eps;
+    double weight_decay;
+} tg_radam_opts;
+#define TG_RADAM_OPTS_INIT                                                    \
+    {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0}
+
 /* Each makes *out a new optimizer over params[0..n_params) (retained).
  * TG_EINVAL for a bad option, NULL/duplicate/non-leaf parameter, or
  * n_params < 1; TG_EDTYPE for a non-float parameter. */
@@ -109,6 +177,14 @@ TG_API int tg_adamw_new(tg_optimizer **out, int n_params, tg_tensor *const *para
                         const tg_adam_opts *opts);
 TG_API int tg_rmsprop_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
                           const tg_rmsprop_opts *opts);
+TG_API int tg_adagrad_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
+                          const tg_adagrad_opts *opts);
+TG_API int tg_adamax_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
+                         const tg_adamax_opts *opts);
+TG_API int tg_nadam_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
+                        const tg_nadam_opts *opts);
+TG_API int tg_radam_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
+                        const tg_radam_opts *opts);
 /* The same over the parameters of module m (tg_module_parameters: each
  * tensor once, in state-dict order), as torch.optim.Adam(model.parameters()).
  * TG_EINVAL for NULL or a module without parameters. */
@@ -120,6 +196,14 @@ TG_API int tg_adamw_from_module(tg_optimizer **out, const tg_module *m,
                                 const tg_adam_opts *opts);
 TG_API int tg_rmsprop_from_module(tg_optimizer **out, const tg_module *m,
                                   const tg_rmsprop_opts *opts);
+TG_API int tg_adagrad_from_module(tg_optimizer **out, const tg_module *m,
+                                  const tg_adagrad_opts *opts);
+TG_API int tg_adamax_from_module(tg_optimizer **out, const tg_module *m,
+                                 const tg_adamax_opts *opts);
+TG_API int tg_nadam_from_module(tg_optimizer **out, const tg_module *m,
+                                const tg_nadam_opts *opts);
+TG_API int tg_radam_from_module(tg_optimizer **out, const tg_module *m,
+                                const tg_radam_opts *opts);
 /* Frees opt and releases its parameters; NULL does nothing. */
 TG_API void tg_optimizer_free(tg_optimizer *opt);
 
@@ -139,7 +223,8 @@ TG_API void tg_optimizer_free(tg_optimizer *opt);
  * "prefix.<i>.*", as torch's state_dict numbers them).  Add the groups
  * before making a learning-rate scheduler (it schedules the groups there
  * are).  TG_EINVAL for NULL opt, an optimizer of another family (SGD;
- * Adam and AdamW; RMSprop), a parameter already in a group, and the
+ * Adam and AdamW; RMSprop; Adagrad; Adamax; NAdam; RAdam: each takes its
+ * own function), a parameter already in a group, and the
  * constructors' errors; on error nothing is changed. */
 TG_API int tg_sgd_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
                                   const tg_sgd_opts *opts);
@@ -147,6 +232,14 @@ TG_API int tg_adam_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *c
                                    const tg_adam_opts *opts);
 TG_API int tg_rmsprop_add_param_group(tg_optimizer *opt, int n_params,
                                       tg_tensor *const *params, const tg_rmsprop_opts *opts);
+TG_API int tg_adagrad_add_param_group(tg_optimizer *opt, int n_params,
+                                      tg_tensor *const *params, const tg_adagrad_opts *opts);
+TG_API int tg_adamax_add_param_group(tg_optimizer *opt, int n_params,
+                                     tg_tensor *const *params, const tg_adamax_opts *opts);
+TG_API int tg_nadam_add_param_group(tg_optimizer *opt, int n_params,
+                                    tg_tensor *const *params, const tg_nadam_opts *opts);
+TG_API int tg_radam_add_param_group(tg_optimizer *opt, int n_params,
+                                    tg_tensor *const *params, const tg_radam_opts *opts);
 /* The number of param groups (1 for a new optimizer); 0 for NULL. */
 TG_API int tg_optimizer_param_group_count(const tg_optimizer *opt);
 /* opt.param_groups[group]["lr"].  TG_EINVAL when group is not in
@@ -154,8 +247,9 @@ TG_API int tg_optimizer_param_group_count(const tg_optimizer *opt);
 TG_API int tg_optimizer_set_group_lr(tg_optimizer *opt, int group, double lr);
 TG_API double tg_optimizer_get_group_lr(const tg_optimizer *opt, int group);
 /* The momentum of param group `group` that torch's OneCycleLR and CyclicLR
- * cycle: SGD's and RMSprop's param_group["momentum"], Adam's and AdamW's
- * param_group["betas"][0] (beta1).  TG_EINVAL when group is not in
+ * cycle: SGD's and RMSprop's param_group["momentum"], the beta1
+ * (param_group["betas"][0]) of Adam, AdamW, Adamax, NAdam and RAdam; Adagrad
+ * has none.  TG_EINVAL when group is not in
  * [0, count), for a value the constructor would refuse (not finite, < 0,
  * beta1 >= 1, SGD momentum 0 with nesterov), for an optimizer without a
  * momentum (torch's "optimizer must support momentum"), and for RMSprop
@@ -199,19 +293,28 @@ TG_API int64_t tg_optimizer_steps(const tg_optimizer *opt);
  *   for SGD "prefix.momentum", ".dampening", ".weight_decay", ".nesterov",
  *   ".maximize"; for Adam/AdamW "prefix.betas" (two f64), ".eps",
  *   ".weight_decay", ".amsgrad", ".maximize"; for RMSprop "prefix.alpha",
- *   ".eps", ".weight_decay", ".momentum", ".centered", ".maximize" (reals
- *   f64, flags i64 0 or 1);
+ *   ".eps", ".weight_decay", ".momentum", ".centered", ".maximize"; for
+ *   Adagrad "prefix.lr_decay", ".eps", ".weight_decay",
+ *   ".initial_accumulator_value", ".maximize"; for Adamax "prefix.betas",
+ *   ".eps", ".weight_decay", ".maximize"; for NAdam "prefix.betas", ".eps",
+ *   ".weight_decay", ".momentum_decay"; for RAdam "prefix.betas", ".eps",
+ *   ".weight_decay" (reals f64, flags i64 0 or 1);
  *   "prefix.initial_lr" once a learning-rate scheduler is attached.  Each
  *   holds one value per param group: 0-d (betas: shape (2)) for one group;
  *   for G > 1 groups shape (G) (betas: (G, 2)), with "prefix.param_groups"
  *   (i64, (G)) the number of parameters in each group;
- *   per parameter i (numbered across the groups) that has state: "prefix.<i>.step" (0-d i64,
- *   Adam/AdamW/RMSprop), "prefix.<i>.exp_avg", "prefix.<i>.exp_avg_sq" and with
- *   amsgrad "prefix.<i>.max_exp_avg_sq" (Adam/AdamW), or
- *   "prefix.<i>.momentum_buffer" (SGD with momentum), or
+ *   per parameter i (numbered across the groups) that has state:
+ *   "prefix.<i>.step" (0-d i64, all but SGD), "prefix.<i>.exp_avg",
+ *   "prefix.<i>.exp_avg_sq" and with amsgrad "prefix.<i>.max_exp_avg_sq"
+ *   (Adam/AdamW), or "prefix.<i>.momentum_buffer" (SGD with momentum), or
  *   "prefix.<i>.square_avg", with momentum > 0 "prefix.<i>.momentum_buffer"
- *   and centered "prefix.<i>.grad_avg" (RMSprop);
- *   the metadata "prefix.kind" = "sgd" | "adam" | "adamw" | "rmsprop". */
+ *   and centered "prefix.<i>.grad_avg" (RMSprop), or "prefix.<i>.sum"
+ *   (Adagrad), or "prefix.<i>.exp_avg" and "prefix.<i>.exp_inf" (Adamax), or
+ *   "prefix.<i>.mu_product" (0-d f32), "prefix.<i>.exp_avg" and
+ *   "prefix.<i>.exp_avg_sq" (NAdam), or "prefix.<i>.exp_avg" and
+ *   "prefix.<i>.exp_avg_sq" (RAdam);
+ *   the metadata "prefix.kind" = "sgd" | "adam" | "adamw" | "rmsprop" |
+ *   "adagrad" | "adamax" | "nadam" | "radam". */
 TG_API int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const char *prefix);
 /* Restores what state_save wrote, exactly, hyperparameters included (as
  * torch's load_state_dict restores param_groups): an optimizer made with

@@ -111,7 +111,7 @@ static int check_momentum(const tg_optimizer *opt, int g, double *m, bool last,
                           const char *what)
 {
     if (last && *m < 0) *m = 0;
-    if (last && *m >= 1 && (opt->kind == TG__OPT_ADAM || opt->kind == TG__OPT_ADAMW))
+    if (last && *m >= 1 && tg__opt_momentum_is_beta1(opt->kind))
         *m = nextafter(1.0, 0.0);
     return tg__opt_check_group_momentum(opt, g, *m, what);
 }

@@ -17,8 +17,17 @@ bool tg__opt_has_buf(tg__opt_kind k, const tg__opt_hparams *h, int j)
     switch (k) {
     case TG__OPT_SGD: return j == 0 && h->momentum != 0;
     case TG__OPT_RMSPROP: return j == 0 || (j == 1 && h->momentum > 0) || (j == 2 && h->centered);
+    case TG__OPT_ADAGRAD: return j == 0;
+    case TG__OPT_ADAMAX:
+    case TG__OPT_NADAM:
+    case TG__OPT_RADAM: return j < 2;
     default: return j < 2 || (j == 2 && h->amsgrad);
     }
+}
+
+bool tg__opt_momentum_is_beta1(tg__opt_kind k)
+{
+    return k != TG__OPT_SGD && k != TG__OPT_RMSPROP && k != TG__OPT_ADAGRAD;
 }
 
 const char *tg__opt_buf_name(tg__opt_kind k, int j)
@@ -27,15 +36,24 @@ const char *tg__opt_buf_name(tg__opt_kind k, int j)
                                                        "max_exp_avg_sq"};
     static const char *const rms[TG__OPT_MAX_BUFS] = {"square_avg", "momentum_buffer",
                                                       "grad_avg"};
+    static const char *const adamax[TG__OPT_MAX_BUFS] = {"exp_avg", "exp_inf", NULL};
     if (k == TG__OPT_SGD) return "momentum_buffer";
+    if (k == TG__OPT_ADAGRAD) return "sum";
+    if (k == TG__OPT_ADAMAX) return adamax[j];
     return k == TG__OPT_RMSPROP ? rms[j] : adam[j];
 }
 
-int tg__opt_n_buf_names(tg__opt_kind k) { return k == TG__OPT_SGD ? 1 : TG__OPT_MAX_BUFS; }
+int tg__opt_n_buf_names(tg__opt_kind k)
+{
+    if (k == TG__OPT_SGD || k == TG__OPT_ADAGRAD) return 1;
+    if (k == TG__OPT_ADAMAX || k == TG__OPT_NADAM || k == TG__OPT_RADAM) return 2;
+    return TG__OPT_MAX_BUFS;
+}
 
 const char *tg__opt_kind_name(tg__opt_kind k)
 {
-    static const char *const names[] = {"sgd", "adam", "adamw", "rmsprop"};
+    static const char *const names[] = {"sgd",     "adam",   "adamw", "rmsprop",
+                                        "adagrad", "adamax", "nadam", "radam"};
     _Static_assert(sizeof names / sizeof *names == TG__OPT_N_KINDS, "a name per kind");
     return names[k];
 }
@@ -103,6 +121,37 @@ int tg_rmsprop_new(tg_optimizer **out, int n, tg_tensor *const *params,
     return opt_new("rmsprop", TG__OPT_RMSPROP, out, n, params, &h);
 }
 
+int tg_adagrad_new(tg_optimizer **out, int n, tg_tensor *const *params,
+                   const tg_adagrad_opts *opts)
+{
+    TG_CHECK(opts != NULL, TG_EINVAL,
+             "adagrad: opts must not be NULL (use TG_ADAGRAD_OPTS_INIT)");
+    tg__opt_hparams h = tg__opt_adagrad_hparams(opts);
+    return opt_new("adagrad", TG__OPT_ADAGRAD, out, n, params, &h);
+}
+
+int tg_adamax_new(tg_optimizer **out, int n, tg_tensor *const *params,
+                  const tg_adamax_opts *opts)
+{
+    TG_CHECK(opts != NULL, TG_EINVAL, "adamax: opts must not be NULL (use TG_ADAMAX_OPTS_INIT)");
+    tg__opt_hparams h = tg__opt_adamax_hparams(opts);
+    return opt_new("adamax", TG__OPT_ADAMAX, out, n, params, &h);
+}
+
+int tg_nadam_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_nadam_opts *opts)
+{
+    TG_CHECK(opts != NULL, TG_EINVAL, "nadam: opts must not be NULL (use TG_NADAM_OPTS_INIT)");
+    tg__opt_hparams h = tg__opt_nadam_hparams(opts);
+    return opt_new("nadam", TG__OPT_NADAM, out, n, params, &h);
+}
+
+int tg_radam_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_radam_opts *opts)
+{
+    TG_CHECK(opts != NULL, TG_EINVAL, "radam: opts must not be NULL (use TG_RADAM_OPTS_INIT)");
+    tg__opt_hparams h = tg__opt_radam_hparams(opts);
+    return opt_new("radam", TG__OPT_RADAM, out, n, params, &h);
+}
+
 void tg_optimizer_free(tg_optimizer *opt)
 {
     if (!opt) return;
@@ -143,7 +192,7 @@ static int check_grads(const tg_optimizer *o, int64_t *max_numel)
 }
 
 /* Into fresh[i][j], for each parameter that has a gradient: its missing
- * state buffers (zeros), or, when the parameter's dtype changed since they
+ * state buffers (zeros; Adagrad's sum initial_accumulator_value), or, when the parameter's dtype changed since they
  * were made (tg_module_to_dtype), its buffers converted to its compute dtype
  * (converted[i]).  Nothing is installed, so on ENOMEM opt is unchanged. */
 static int make_state(const tg_optimizer *o, tg_tensor *(*fresh)[TG__OPT_MAX_BUFS],
@@ -163,6 +212,8 @@ static int make_state(const tg_optimizer *o, tg_tensor *(*fresh)[TG__OPT_MAX_BUF
                 if (old[0]) TG_TRY(tg_tensor_to_dtype(&fresh[i][j], old[j], cdt));
                 else if (!(fresh[i][j] = tg__tensor_empty(cdt, p->ndim, p->shape)))
                     return TG_ENOMEM;
+                else if (o->kind == TG__OPT_ADAGRAD)   /* torch's full_like(p, initial value) */
+                    TG_TRY(tg_tensor_fill(fresh[i][j], g->h.initial_accumulator_value));
             }
             converted[i] = old[0] != NULL;
         }
@@ -185,12 +236,21 @@ static void update_one(tg_optimizer *o, const tg__opt_hparams *h, int i, bool fi
     if (!p_direct) tg__gather(p, cdt, pbuf);
     if (p->grad->dtype == cdt && tg_tensor_is_contiguous(p->grad)) gd = tg_tensor_cdata(p->grad);
     else tg__gather(p->grad, cdt, gbuf);
-    if (o->kind == TG__OPT_SGD)
-        tg__sgd_update(h, cdt, pd, gd, &o->state[i], first, n);
-    else if (o->kind == TG__OPT_RMSPROP)
-        tg__rmsprop_update(h, cdt, pd, gd, &o->state[i], n);
-    else
-        tg__adam_update(h, o->kind == TG__OPT_ADAMW, cdt, pd, gd, &o->state[i], n);
+    tg__opt_state *st = &o->state[i];
+    switch (o->kind) {
+    case TG__OPT_SGD: tg__sgd_update(h, cdt, pd, gd, st, first, n); break;
+    case TG__OPT_RMSPROP: tg__rmsprop_update(h, cdt, pd, gd, st, n); break;
+    case TG__OPT_ADAGRAD:
+        tg__adagrad_update(h, cdt, pd, gd, st, n);
+        break;
+    case TG__OPT_ADAMAX: tg__adamax_update(h, cdt, pd, gd, st, n); break;
+    case TG__OPT_NADAM:
+        if (first) st->mu_product = 1.0;
+        tg__nadam_update(h, cdt, pd, gd, st, n);
+        break;
+    case TG__OPT_RADAM: tg__radam_update(h, cdt, pd, gd, st, n); break;
+    default: tg__adam_update(h, o->kind == TG__OPT_ADAMW, cdt, pd, gd, st, n); break;
+    }
     if (!p_direct) tg__scatter(p, cdt, pbuf);
     tg__bump_version(p);
 }
@@ -296,6 +356,23 @@ static int make_rmsprop(tg_optimizer **out, int n, tg_tensor *const *p, const vo
     return tg_rmsprop_new(out, n, p, o);
 }
 
+static int make_adagrad(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
+{
+    return tg_adagrad_new(out, n, p, o);
+}
+static int make_adamax(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
+{
+    return tg_adamax_new(out, n, p, o);
+}
+static int make_nadam(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
+{
+    return tg_nadam_new(out, n, p, o);
+}
+static int make_radam(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
+{
+    return tg_radam_new(out, n, p, o);
+}
+
 int tg_sgd_from_module(tg_optimizer **out, const tg_module *m, const tg_sgd_opts *opts)
 {
     return from_module("sgd_from_module", out, m, opts, make_sgd);
@@ -314,4 +391,24 @@ int tg_adamw_from_module(tg_optimizer **out, const tg_module *m, const tg_adam_o
 int tg_rmsprop_from_module(tg_optimizer **out, const tg_module *m, const tg_rmsprop_opts *opts)
 {
     return from_module("rmsprop_from_module", out, m, opts, make_rmsprop);
+}
+
+int tg_adagrad_from_module(tg_optimizer **out, const tg_module *m, const tg_adagrad_opts *opts)
+{
+    return from_module("adagrad_from_module", out, m, opts, make_adagrad);
+}
+
+int tg_adamax_from_module(tg_optimizer **out, const tg_module *m, const tg_adamax_opts *opts)
+{
+    return from_module("adamax_from_module", out, m, opts, make_adamax);
+}
+
+int tg_nadam_from_module(tg_optimizer **out, const tg_module *m, const tg_nadam_opts *opts)
+{
+    return from_module("nadam_from_module", out, m, opts, make_nadam);
+}
+
+int tg_radam_from_module(tg_optimizer **out, const tg_module *m, const tg_radam_opts *opts)
+{
+    return from_module("radam_from_module", out, m, opts, make_radam);
 }

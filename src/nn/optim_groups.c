@@ -30,6 +30,33 @@ tg__opt_hparams tg__opt_rmsprop_hparams(const tg_rmsprop_opts *o)
                              .centered = o->centered, .maximize = o->maximize};
 }
 
+tg__opt_hparams tg__opt_adagrad_hparams(const tg_adagrad_opts *o)
+{
+    return (tg__opt_hparams){.lr = o->lr, .lr_decay = o->lr_decay,
+                             .weight_decay = o->weight_decay,
+                             .initial_accumulator_value = o->initial_accumulator_value,
+                             .eps = o->eps, .maximize = o->maximize};
+}
+
+tg__opt_hparams tg__opt_adamax_hparams(const tg_adamax_opts *o)
+{
+    return (tg__opt_hparams){.lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
+                             .weight_decay = o->weight_decay, .maximize = o->maximize};
+}
+
+tg__opt_hparams tg__opt_nadam_hparams(const tg_nadam_opts *o)
+{
+    return (tg__opt_hparams){.lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
+                             .weight_decay = o->weight_decay,
+                             .momentum_decay = o->momentum_decay};
+}
+
+tg__opt_hparams tg__opt_radam_hparams(const tg_radam_opts *o)
+{
+    return (tg__opt_hparams){.lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
+                             .weight_decay = o->weight_decay};
+}
+
 /* ---- checks ------------------------------------------------------------------ */
 
 /* A hyperparameter's name in messages: the option's (beta1), or with a
@@ -78,6 +105,18 @@ int tg__opt_check_hparams(tg__opt_kind k, const tg__opt_hparams *h, const char *
                  hp_name(n, prefix, g, "alpha", "alpha", -1), h->alpha);
         return TG_OK;
     }
+    if (k == TG__OPT_ADAGRAD) {   /* torch's checks */
+        TG_CHECK(h->lr_decay >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
+                 hp_name(n, prefix, g, "lr_decay", "lr_decay", -1), h->lr_decay);
+        TG_CHECK(h->initial_accumulator_value >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
+                 hp_name(n, prefix, g, "initial_accumulator_value", "initial_accumulator_value",
+                         -1), h->initial_accumulator_value);
+        return TG_OK;
+    }
+    if (k == TG__OPT_NADAM)
+        TG_CHECK(h->momentum_decay >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
+                 hp_name(n, prefix, g, "momentum_decay", "momentum_decay", -1),
+                 h->momentum_decay);
     TG_CHECK(h->beta1 >= 0 && h->beta1 < 1, TG_EINVAL, "%s: %s=%g must be in [0, 1)", what,
              hp_name(n, prefix, g, "beta1", "betas", 0), h->beta1);
     TG_CHECK(h->beta2 >= 0 && h->beta2 < 1, TG_EINVAL, "%s: %s=%g must be in [0, 1)", what,
@@ -156,14 +195,16 @@ static int add_group(const char *what, tg_optimizer *opt, int n, tg_tensor *cons
     return TG_OK;
 }
 
-/* TG_EINVAL unless opt is of family `want` (SGD; Adam and AdamW; RMSprop),
- * the one that what's function adds to. */
+/* TG_EINVAL unless opt is of family `want` (SGD; Adam and AdamW; RMSprop;
+ * Adagrad; Adamax; NAdam; RAdam), the one that what's function adds to. */
 static int check_family(const char *what, const tg_optimizer *opt, tg__opt_kind want)
 {
     static const char *const adds[] = {"an SGD", "Adam and AdamW", "Adam and AdamW",
-                                       "RMSprop"};
+                                       "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam"};
     static const char *const fns[] = {"tg_sgd_add_param_group", "tg_adam_add_param_group",
-                                      "tg_adam_add_param_group", "tg_rmsprop_add_param_group"};
+                                      "tg_adam_add_param_group", "tg_rmsprop_add_param_group",
+                                      "tg_adagrad_add_param_group", "tg_adamax_add_param_group",
+                                      "tg_nadam_add_param_group", "tg_radam_add_param_group"};
     _Static_assert(sizeof adds / sizeof *adds == TG__OPT_N_KINDS &&
                    sizeof fns / sizeof *fns == TG__OPT_N_KINDS, "an entry per kind");
     TG_CHECK(opt != NULL, TG_EINVAL, "%s: opt must not be NULL", what);
@@ -197,6 +238,42 @@ int tg_rmsprop_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const
     const char *what = "rmsprop_add_param_group";
     TG_TRY(check_family(what, opt, TG__OPT_RMSPROP));
     tg__opt_hparams h = opts ? tg__opt_rmsprop_hparams(opts) : opt->defaults;
+    return add_group(what, opt, n_params, params, &h);
+}
+
+int tg_adagrad_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
+                               const tg_adagrad_opts *opts)
+{
+    const char *what = "adagrad_add_param_group";
+    TG_TRY(check_family(what, opt, TG__OPT_ADAGRAD));
+    tg__opt_hparams h = opts ? tg__opt_adagrad_hparams(opts) : opt->defaults;
+    return add_group(what, opt, n_params, params, &h);
+}
+
+int tg_adamax_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
+                              const tg_adamax_opts *opts)
+{
+    const char *what = "adamax_add_param_group";
+    TG_TRY(check_family(what, opt, TG__OPT_ADAMAX));
+    tg__opt_hparams h = opts ? tg__opt_adamax_hparams(opts) : opt->defaults;
+    return add_group(what, opt, n_params, params, &h);
+}
+
+int tg_nadam_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
+                             const tg_nadam_opts *opts)
+{
+    const char *what = "nadam_add_param_group";
+    TG_TRY(check_family(what, opt, TG__OPT_NADAM));
+    tg__opt_hparams h = opts ? tg__opt_nadam_hparams(opts) : opt->defaults;
+    return add_group(what, opt, n_params, params, &h);
+}
+
+int tg_radam_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
+                             const tg_radam_opts *opts)
+{
+    const char *what = "radam_add_param_group";
+    TG_TRY(check_family(what, opt, TG__OPT_RADAM));
+    tg__opt_hparams h = opts ? tg__opt_radam_hparams(opts) : opt->defaults;
     return add_group(what, opt, n_params, params, &h);
 }
 
@@ -242,13 +319,8 @@ double tg_optimizer_get_group_lr(const tg_optimizer *opt, int group)
 /* The field of h that torch's schedulers cycle for kind k. */
 static double *momentum_of(tg__opt_kind k, tg__opt_hparams *h)
 {
-    switch (k) {
-    case TG__OPT_SGD:
-    case TG__OPT_RMSPROP: return &h->momentum;
-    case TG__OPT_ADAM:
-    case TG__OPT_ADAMW: return &h->beta1;
-    default: return NULL;
-    }
+    if (k == TG__OPT_SGD || k == TG__OPT_RMSPROP) return &h->momentum;
+    return tg__opt_momentum_is_beta1(k) ? &h->beta1 : NULL;
 }
 
 int tg__opt_check_group_momentum(const tg_optimizer *opt, int g, double momentum,
@@ -256,7 +328,7 @@ int tg__opt_check_group_momentum(const tg_optimizer *opt, int g, double momentum
 {
     tg__opt_hparams h = opt->groups[g].h;
     double *m = momentum_of(opt->kind, &h);
-    TG_CHECK(m != NULL, TG_EINVAL, "%s: a %s optimizer has no momentum (nor beta1)", what,
+    TG_CHECK(m != NULL, TG_EINVAL, "%s: %s has no momentum (nor beta1)", what,
              tg__opt_kind_name(opt->kind));
     TG_CHECK(isfinite(momentum), TG_EINVAL, "%s: momentum=%g must be finite", what, momentum);
     const bool was = *m > 0;

@@ -10,6 +10,10 @@ typedef enum tg__opt_kind {
     TG__OPT_ADAM,
     TG__OPT_ADAMW,
     TG__OPT_RMSPROP,
+    TG__OPT_ADAGRAD,
+    TG__OPT_ADAMAX,
+    TG__OPT_NADAM,
+    TG__OPT_RADAM,
     TG__OPT_N_KINDS   /* the count, for tables indexed by kind */
 } tg__opt_kind;
 
@@ -19,18 +23,26 @@ typedef enum tg__opt_kind {
  * shape in its compute dtype (f64 for f64, f32 otherwise), NULL until the
  * parameter's first step with a gradient: SGD's momentum_buffer; Adam's
  * exp_avg, exp_avg_sq and (amsgrad) max_exp_avg_sq; RMSprop's square_avg,
- * (momentum > 0) momentum_buffer and (centered) grad_avg. */
+ * (momentum > 0) momentum_buffer and (centered) grad_avg; Adagrad's sum;
+ * Adamax's exp_avg and exp_inf; NAdam's and RAdam's exp_avg and
+ * exp_avg_sq. */
 typedef struct tg__opt_state {
-    int64_t step;                       /* Adam/AdamW/RMSprop: this parameter's steps */
+    int64_t step;                       /* all but SGD: this parameter's steps */
+    double mu_product;                  /* NAdam: the product of its mu, an f32 value */
     tg_tensor *buf[TG__OPT_MAX_BUFS];   /* owned */
 } tg__opt_state;
 
 /* The hyperparameters, torch's param_group entries: SGD reads lr,
  * momentum, dampening, weight_decay, nesterov and maximize; Adam/AdamW lr,
  * beta1, beta2 (torch's betas), eps, weight_decay, amsgrad and maximize;
- * RMSprop lr, alpha, eps, weight_decay, momentum, centered and maximize. */
+ * RMSprop lr, alpha, eps, weight_decay, momentum, centered and maximize;
+ * Adagrad lr, lr_decay, weight_decay, initial_accumulator_value, eps and
+ * maximize; Adamax lr, beta1, beta2, eps, weight_decay and maximize; NAdam
+ * lr, beta1, beta2, eps, weight_decay and momentum_decay; RAdam lr, beta1,
+ * beta2, eps and weight_decay. */
 typedef struct tg__opt_hparams {
     double lr, momentum, dampening, weight_decay, beta1, beta2, eps, alpha;
+    double lr_decay, initial_accumulator_value, momentum_decay;
     bool nesterov, amsgrad, centered, maximize;
 } tg__opt_hparams;
 
@@ -60,6 +72,10 @@ struct tg_optimizer {
 tg__opt_hparams tg__opt_sgd_hparams(const tg_sgd_opts *o);
 tg__opt_hparams tg__opt_adam_hparams(const tg_adam_opts *o);
 tg__opt_hparams tg__opt_rmsprop_hparams(const tg_rmsprop_opts *o);
+tg__opt_hparams tg__opt_adagrad_hparams(const tg_adagrad_opts *o);
+tg__opt_hparams tg__opt_adamax_hparams(const tg_adamax_opts *o);
+tg__opt_hparams tg__opt_nadam_hparams(const tg_nadam_opts *o);
+tg__opt_hparams tg__opt_radam_hparams(const tg_radam_opts *o);
 
 /* TG_EINVAL unless h is valid for kind k: the rules of the constructors
  * (optim.h).  The message names each value as the constructors' option
@@ -80,16 +96,20 @@ void tg__opt_set_group_momentum(tg_optimizer *opt, int g, double momentum);
 int tg__opt_check_params(const char *what, const tg_optimizer *opt, int n,
                          tg_tensor *const *params);
 
+/* Whether kind k's momentum (tg_optimizer_set_group_momentum) is beta1. */
+bool tg__opt_momentum_is_beta1(tg__opt_kind k);
+
 /* Whether a parameter of kind k with h has state buffer j in
  * [0, TG__OPT_MAX_BUFS) (SGD without momentum has none; buf[0] is there
  * whenever any is). */
 bool tg__opt_has_buf(tg__opt_kind k, const tg__opt_hparams *h, int j);
 /* Buffer j's name: "momentum_buffer"; "exp_avg", "exp_avg_sq", "max_exp_avg_sq";
- * "square_avg", "momentum_buffer", "grad_avg". */
+ * "square_avg", "momentum_buffer", "grad_avg"; "sum"; "exp_avg", "exp_inf". */
 const char *tg__opt_buf_name(tg__opt_kind k, int j);
-/* The number of buffer names of kind k (1 for SGD, else 3). */
+/* The number of buffer names of kind k (1 for SGD and Adagrad, 2 for
+ * Adamax, NAdam and RAdam, else 3). */
 int tg__opt_n_buf_names(tg__opt_kind k);
-/* "sgd", "adam", "adamw", "rmsprop". */
+/* "sgd", "adam", "adamw", "rmsprop", "adagrad", "adamax", "nadam", "radam". */
 const char *tg__opt_kind_name(tg__opt_kind k);
 
 /* The updates of one parameter with hyperparameters h (optim_update.c).
@@ -108,5 +128,16 @@ void tg__optim_set_simd(bool on);
 /* RMSprop; also increments st->step. */
 void tg__rmsprop_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
                         tg__opt_state *st, int64_t n);
+/* Adagrad, Adamax, NAdam and RAdam (optim_update_more.c); each increments
+ * st->step.  Adagrad's sum and NAdam's mu_product must hold their starting
+ * values (initial_accumulator_value, 1) before the first step. */
+void tg__adagrad_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
+                        tg__opt_state *st, int64_t n);
+void tg__adamax_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
+                       tg__opt_state *st, int64_t n);
+void tg__nadam_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
+                      tg__opt_state *st, int64_t n);
+void tg__radam_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
+                      tg__opt_state *st, int64_t n);
 
 #endif

@@ -54,7 +54,10 @@ static int put_copy(tg_st_file *f, const char *k, const tg_tensor *t)
  * f64.  A file without one (written before they were saved) leaves the
  * optimizer's values as they are. */
 typedef enum { HP_REAL, HP_FLAG, HP_PAIR } hp_form;
-enum { K_SGD = 1, K_ADAM = 2, K_RMS = 4 };   /* the kinds that have an entry */
+enum {   /* the kinds that have an entry */
+    K_SGD = 1, K_ADAM = 2, K_RMS = 4, K_ADAGRAD = 8, K_ADAMAX = 16, K_NADAM = 32, K_RADAM = 64,
+    K_BETAS = K_ADAM | K_ADAMAX | K_NADAM | K_RADAM,
+};
 typedef struct hp_entry {
     const char *key;
     unsigned kinds;           /* K_* bits */
@@ -67,20 +70,24 @@ static const hp_entry hps[] = {
     {"momentum", K_SGD | K_RMS, HP_REAL, HP(momentum), 0},
     {"dampening", K_SGD, HP_REAL, HP(dampening), 0},
     {"nesterov", K_SGD, HP_FLAG, HP(nesterov), 0},
-    {"betas", K_ADAM, HP_PAIR, HP(beta1), HP(beta2)},
+    {"betas", K_BETAS, HP_PAIR, HP(beta1), HP(beta2)},
     {"alpha", K_RMS, HP_REAL, HP(alpha), 0},
-    {"eps", K_ADAM | K_RMS, HP_REAL, HP(eps), 0},
+    {"lr_decay", K_ADAGRAD, HP_REAL, HP(lr_decay), 0},
+    {"eps", K_BETAS | K_RMS | K_ADAGRAD, HP_REAL, HP(eps), 0},
     {"amsgrad", K_ADAM, HP_FLAG, HP(amsgrad), 0},
     {"centered", K_RMS, HP_FLAG, HP(centered), 0},
-    {"weight_decay", K_SGD | K_ADAM | K_RMS, HP_REAL, HP(weight_decay), 0},
-    {"maximize", K_SGD | K_ADAM | K_RMS, HP_FLAG, HP(maximize), 0},
+    {"initial_accumulator_value", K_ADAGRAD, HP_REAL, HP(initial_accumulator_value), 0},
+    {"momentum_decay", K_NADAM, HP_REAL, HP(momentum_decay), 0},
+    {"weight_decay", K_SGD | K_BETAS | K_RMS | K_ADAGRAD, HP_REAL, HP(weight_decay), 0},
+    {"maximize", K_SGD | K_ADAM | K_RMS | K_ADAGRAD | K_ADAMAX, HP_FLAG, HP(maximize), 0},
 };
 #undef HP
 #define N_HPS (sizeof hps / sizeof *hps)
 
 static bool hp_of(const hp_entry *e, tg__opt_kind k)
 {
-    static const unsigned bit[] = {K_SGD, K_ADAM, K_ADAM, K_RMS};
+    static const unsigned bit[] = {K_SGD,     K_ADAM,    K_ADAM,  K_RMS,
+                                   K_ADAGRAD, K_ADAMAX, K_NADAM, K_RADAM};
     _Static_assert(sizeof bit / sizeof *bit == TG__OPT_N_KINDS, "a bit per kind");
     return (e->kinds & bit[k]) != 0;
 }
@@ -165,6 +172,10 @@ int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const char *
             if (opt->kind != TG__OPT_SGD) {
                 TG_TRY(key(k, prefix, i, "step"));
                 TG_TRY(tg__st_put_scalar(f, k, TG_I64, (double)st->step));
+            }
+            if (opt->kind == TG__OPT_NADAM) {
+                TG_TRY(key(k, prefix, i, "mu_product"));
+                TG_TRY(tg__st_put_scalar(f, k, TG_F32, st->mu_product));
             }
             for (int j = 0; j < TG__OPT_MAX_BUFS; j++) {
                 if (!tg__opt_has_buf(opt->kind, &g->h, j)) continue;
@@ -388,6 +399,25 @@ static int check_header(const tg_optimizer *opt, const tg_st_file *f, const char
     return rc;
 }
 
+/* NAdam's mu_product of parameter i: one value, rounded to f32 as torch
+ * keeps it, in (0, 1]: a product of factors in [0, 1), or 1 before any. */
+static int get_mu_product(const tg_st_file *f, const char *prefix, int i, double *mu)
+{
+    char k[KEY_MAX];
+    TG_TRY(key(k, prefix, i, "mu_product"));
+    const tg_tensor *t = tg_st_get(f, k);
+    TG_CHECK(t != NULL, TG_ENOTFOUND, "optimizer_state_load: missing key '%s'", k);
+    TG_CHECK(tg_tensor_numel(t) == 1, TG_ESHAPE,
+             "optimizer_state_load: '%s' must hold one value, has %lld", k,
+             (long long)tg_tensor_numel(t));
+    double v;
+    TG_TRY(tg_tensor_get_flat(t, 0, &v));
+    TG_CHECK(v >= 0 && v <= 1, TG_EINVAL, "optimizer_state_load: '%s'=%g must be in [0, 1]",
+             k, v);
+    *mu = (float)v;
+    return TG_OK;
+}
+
 /* Parameter i's state from f into *st (zeroed by the caller), for the
  * hyperparameters h of its group that the load restores.  Absent keys mean
  * "no state yet"; a partial set is an error naming the missing key (a
@@ -414,6 +444,7 @@ static int load_param(const tg_optimizer *opt, const tg__opt_hparams *h, const t
         TG_TRY(get_count(f, k, true, &v));
         st->step = (int64_t)v;
     }
+    if (opt->kind == TG__OPT_NADAM) TG_TRY(get_mu_product(f, prefix, i, &st->mu_product));
     for (int j = 0; j < TG__OPT_MAX_BUFS; j++) {
         if (!tg__opt_has_buf(opt->kind, h, j)) continue;
         TG_TRY(key(k, prefix, i, tg__opt_buf_name(opt->kind, j)));

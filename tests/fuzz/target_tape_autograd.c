@@ -123,8 +123,9 @@ int op_scope(prog *g)
     return 0;
 }
 
-/* An optimizer over up to three slots: made (SGD, Adam, AdamW, RMSprop, with
- * options from the bytes, bad ones too), stepped, zeroed, its lr set, freed.  A step
+/* An optimizer over up to three slots: made (SGD, Adam, AdamW, RMSprop,
+ * Adagrad, Adamax, NAdam, RAdam, with options from the bytes, bad ones
+ * too), stepped, zeroed, its lr set, freed.  A step
  * changes the parameters in place, so a graph that saved one is refused at
  * its next backward. */
 int op_optim(prog *g)
@@ -136,7 +137,7 @@ int op_optim(prog *g)
         for (int j = 0; j < n; j++) ps[j] = slot(g);
         const double lr = value(u8(g)), b1 = value(u8(g)) / 4, b2 = value(u8(g)) / 4,
                      wd = value(u8(g));
-        const uint8_t kind = u8(g) % 4, flags = u8(g);
+        const uint8_t kind = u8(g) % 8, flags = u8(g);
         tg_optimizer *o = NULL;
         int rc;
         if (kind == 0) {
@@ -147,6 +148,23 @@ int op_optim(prog *g)
             tg_rmsprop_opts ro = {.lr = lr, .alpha = b1, .eps = 1e-8, .weight_decay = wd,
                                   .momentum = b2, .centered = flags & 1, .maximize = flags & 2};
             rc = tg_rmsprop_new(&o, n, ps, &ro);
+        } else if (kind == 4) {   /* lr_decay and initial_accumulator_value from b1, b2 */
+            tg_adagrad_opts go = {.lr = lr, .lr_decay = b1, .weight_decay = wd,
+                                  .initial_accumulator_value = b2, .eps = 1e-10,
+                                  .maximize = flags & 2};
+            rc = tg_adagrad_new(&o, n, ps, &go);
+        } else if (kind == 5) {
+            tg_adamax_opts xo = {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = 1e-8,
+                                 .weight_decay = wd, .maximize = flags & 2};
+            rc = tg_adamax_new(&o, n, ps, &xo);
+        } else if (kind == 6) {
+            tg_nadam_opts no = {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = 1e-8,
+                                .weight_decay = wd, .momentum_decay = value(flags)};
+            rc = tg_nadam_new(&o, n, ps, &no);
+        } else if (kind == 7) {
+            tg_radam_opts ro = {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = 1e-8,
+                                .weight_decay = wd};
+            rc = tg_radam_new(&o, n, ps, &ro);
         } else {
             tg_adam_opts ao = {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = 1e-8, .weight_decay = wd};
             rc = kind == 1 ? tg_adam_new(&o, n, ps, &ao) : tg_adamw_new(&o, n, ps, &ao);

@@ -1,0 +1,356 @@
+/* tests/test_optim_more.c - Adagrad, Adamax, NAdam and RAdam besides their
+ * PyTorch goldens (test_optim.c, test_optim_state.c): torch's defaults,
+ * the options each refuses, param groups, modules and the momentum that
+ * OneCycleLR cycles (beta1; Adagrad has none), state files refused with the
+ * optimizer unchanged, and bf16 parameters updated through f32. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "optim_goldens.h"
+#include "tapegrad/tapegrad.h"
+#include "tapegrad/lr_scheduler.h"
+#include "tapegrad/nn.h"
+#include "tapegrad/optim.h"
+#include "tapegrad/safetensors.h"
+
+#define REFUSED(call, status, words)                                                      \
+    do {                                                                                  \
+        cr_assert(eq(int, (call), (status)), "%s", #call);                                \
+        cr_assert(strstr(tg_error_message(), (words)) != NULL, "%s: %s", #call,           \
+                  tg_error_message());                                                    \
+    } while (0)
+
+/* The four kinds, made over n params with their INIT options changed by
+ * the caller's hook; group adds a group (opt given) instead. */
+typedef enum { ADAGRAD, ADAMAX, NADAM, RADAM, N_KINDS } kind;
+
+typedef struct any_opts {
+    tg_adagrad_opts ag;
+    tg_adamax_opts ax;
+    tg_nadam_opts na;
+    tg_radam_opts ra;
+} any_opts;
+
+static any_opts defaults(void)
+{
+    return (any_opts){.ag = TG_ADAGRAD_OPTS_INIT, .ax = TG_ADAMAX_OPTS_INIT,
+                      .na = TG_NADAM_OPTS_INIT, .ra = TG_RADAM_OPTS_INIT};
+}
+
+static int make(kind k, tg_optimizer **o, int n, tg_tensor **p, const any_opts *a)
+{
+    switch (k) {
+    case ADAGRAD: return tg_adagrad_new(o, n, p, a ? &a->ag : NULL);
+    case ADAMAX: return tg_adamax_new(o, n, p, a ? &a->ax : NULL);
+    case NADAM: return tg_nadam_new(o, n, p, a ? &a->na : NULL);
+    default: return tg_radam_new(o, n, p, a ? &a->ra : NULL);
+    }
+}
+
+static int add_group(kind k, tg_optimizer *o, int n, tg_tensor **p, const any_opts *a)
+{
+    switch (k) {
+    case ADAGRAD: return tg_adagrad_add_param_group(o, n, p, a ? &a->ag : NULL);
+    case ADAMAX: return tg_adamax_add_param_group(o, n, p, a ? &a->ax : NULL);
+    case NADAM: return tg_nadam_add_param_group(o, n, p, a ? &a->na : NULL);
+    default: return tg_radam_add_param_group(o, n, p, a ? &a->ra : NULL);
+    }
+}
+
+static const char *const names[N_KINDS] = {"adagrad", "adamax", "nadam", "radam"};
+
+/* The INIT options are torch's defaults: the golden files made with lr
+ * alone record the optimizer's defaults for the rest. */
+Test(optim_more, init_options_are_torchs_defaults)
+{
+    const any_opts a = defaults();
+    const double lrs[N_KINDS] = {a.ag.lr, a.ax.lr, a.na.lr, a.ra.lr};
+    const double want_lrs[N_KINDS] = {1e-2, 2e-3, 2e-3, 1e-3};   /* torch's signatures */
+    for (int k = 0; k < N_KINDS; k++) {
+        cr_assert(eq(dbl, lrs[k], want_lrs[k]), "%s lr", names[k]);
+        tg_st_file *f = th_golden_load("optim/%s_f32.safetensors", names[k]);
+        if (k == ADAGRAD) {
+            cr_assert(eq(dbl, a.ag.eps, meta(f, "eps")));
+            cr_assert(eq(dbl, a.ag.lr_decay, meta(f, "lr_decay")));
+            cr_assert(eq(dbl, a.ag.weight_decay, meta(f, "weight_decay")));
+            cr_assert(eq(dbl, a.ag.initial_accumulator_value,
+                         meta(f, "initial_accumulator_value")));
+        } else {
+            const double b1[] = {0, a.ax.beta1, a.na.beta1, a.ra.beta1};
+            const double b2[] = {0, a.ax.beta2, a.na.beta2, a.ra.beta2};
+            const double eps[] = {0, a.ax.eps, a.na.eps, a.ra.eps};
+            const double wd[] = {0, a.ax.weight_decay, a.na.weight_decay, a.ra.weight_decay};
+            cr_assert(eq(dbl, b1[k], meta(f, "beta1")), "%s", names[k]);
+            cr_assert(eq(dbl, b2[k], meta(f, "beta2")), "%s", names[k]);
+            cr_assert(eq(dbl, eps[k], meta(f, "eps")), "%s", names[k]);
+            cr_assert(eq(dbl, wd[k], meta(f, "weight_decay")), "%s", names[k]);
+        }
+        if (k == NADAM) cr_assert(eq(dbl, a.na.momentum_decay, meta(f, "momentum_decay")));
+        tg_st_free(f);
+    }
+}
+
+/* What torch's constructors refuse (a negative lr, eps, weight_decay,
+ * lr_decay, initial_accumulator_value or momentum_decay; betas outside
+ * [0, 1)), NaN too, and as tapegrad's others an infinite lr and NULL
+ * options: each names the option, and nothing is made. */
+Test(optim_more, bad_options_are_refused_naming_the_option)
+{
+    tg_tensor *p = NULL;
+    tg_tensor_zeros(&p, TG_F32, 1, (int64_t[]){3});
+    tg_optimizer *o = NULL;
+    for (int k = 0; k < N_KINDS; k++) {
+        char msg[96];
+        any_opts a = defaults();
+        a.ag.lr = a.ax.lr = a.na.lr = a.ra.lr = -0.5;
+        snprintf(msg, sizeof msg, "%s: lr=-0.5 must be finite and >= 0", names[k]);
+        REFUSED(make(k, &o, 1, &p, &a), TG_EINVAL, msg);
+        a = defaults();
+        a.ag.lr = a.ax.lr = a.na.lr = a.ra.lr = INFINITY;
+        REFUSED(make(k, &o, 1, &p, &a), TG_EINVAL, "lr=inf must be finite");
+        a = defaults();
+        a.ag.eps = a.ax.eps = a.na.eps = a.ra.eps = -1e-3;
+        snprintf(msg, sizeof msg, "%s: eps=-0.001 must be >= 0", names[k]);
+        REFUSED(make(k, &o, 1, &p, &a), TG_EINVAL, msg);
+        a = defaults();
+        a.ag.weight_decay = a.ax.weight_decay = a.na.weight_decay = a.ra.weight_decay = NAN;
+        REFUSED(make(k, &o, 1, &p, &a), TG_EINVAL, "weight_decay=nan must be >= 0");
+        REFUSED(make(k, &o, 1, &p, NULL), TG_EINVAL, "opts must not be NULL");
+        if (k == ADAGRAD) {
+            a = defaults();
+            a.ag.lr_decay = -0.1;
+            REFUSED(make(k, &o, 1, &p, &a), TG_EINVAL, "adagrad: lr_decay=-0.1 must be >= 0");
+            a = defaults();
+            a.ag.initial_accumulator_value = -1;
+            REFUSED(make(k, &o, 1, &p, &a), TG_EINVAL,
+                    "adagrad: initial_accumulator_value=-1 must be >= 0");
+            continue;
+        }
+        const double bad[4][2] = {{1.0, 0.999}, {-0.1, 0.999}, {0.9, 1.0}, {0.9, NAN}};
+        const char *words[4] = {"beta1=1 must be in [0, 1)", "beta1=-0.1 must be in [0, 1)",
+                                "beta2=1 must be in [0, 1)", "beta2=nan must be in [0, 1)"};
+        for (int b = 0; b < 4; b++) {
+            a = defaults();
+            a.ax.beta1 = a.na.beta1 = a.ra.beta1 = bad[b][0];
+            a.ax.beta2 = a.na.beta2 = a.ra.beta2 = bad[b][1];
+            REFUSED(make(k, &o, 1, &p, &a), TG_EINVAL, words[b]);
+        }
+        if (k == NADAM) {
+            a = defaults();
+            a.na.momentum_decay = -4e-3;
+            REFUSED(make(k, &o, 1, &p, &a), TG_EINVAL, "nadam: momentum_decay=-0.004 must be");
+        }
+    }
+    cr_assert(o == NULL);
+    cr_assert(eq(int, tg_tensor_refcount(p), 1));   /* nothing retained */
+    tg_tensor_release(p);
+}
+
+/* A group is added only by the kind's own call (another's names both),
+ * NULL options are the constructor's; from a module: its parameters; the
+ * momentum OneCycleLR cycles is beta1, and Adagrad, without one, refuses
+ * it and OneCycleLR's cycle_momentum. */
+Test(optim_more, groups_modules_and_momentum)
+{
+    tg_tensor *p = NULL, *q = NULL;
+    tg_tensor_zeros(&p, TG_F32, 1, (int64_t[]){3});
+    tg_tensor_zeros(&q, TG_F32, 1, (int64_t[]){3});
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    tg_module *m = NULL;
+    cr_assert(eq(int, tg_nn_linear_new(&m, 3, 2, true, &rng), TG_OK));
+    for (int k = 0; k < N_KINDS; k++) {
+        any_opts a = defaults();
+        a.ag.lr = a.ax.lr = a.na.lr = a.ra.lr = 0.25;
+        tg_optimizer *o = NULL;
+        cr_assert(eq(int, make(k, &o, 1, &p, &a), TG_OK), "%s", tg_error_message());
+        const int other = (k + 1) % N_KINDS;
+        char msg[128];
+        snprintf(msg, sizeof msg, "opt is '%s'; tg_%s_add_param_group adds to", names[k],
+                 names[other]);
+        REFUSED(add_group(other, o, 1, &q, &a), TG_EINVAL, msg);
+        tg_adam_opts ao = TG_ADAM_OPTS_INIT;
+        REFUSED(tg_adam_add_param_group(o, 1, &q, &ao), TG_EINVAL, "adds to Adam and AdamW");
+        REFUSED(add_group(k, o, 1, &p, NULL), TG_EINVAL, "already in param group 0");
+        cr_assert(eq(int, add_group(k, o, 1, &q, NULL), TG_OK), "%s", tg_error_message());
+        cr_assert(eq(dbl, tg_optimizer_get_group_lr(o, 1), 0.25));
+        if (k == ADAGRAD) {
+            cr_assert(isnan(tg_optimizer_get_group_momentum(o, 0)));
+            REFUSED(tg_optimizer_set_group_momentum(o, 0, 0.5), TG_EINVAL,
+                    "optimizer_set_group_momentum: adagrad has no momentum (nor beta1)");
+            tg_lr_scheduler *s = NULL;
+            tg_one_cycle_opts oc = TG_ONE_CYCLE_OPTS_INIT;
+            oc.total_steps = 10;
+            REFUSED(tg_one_cycle_lr_new(&s, o, 1, (double[]){0.1}, &oc), TG_EINVAL,
+                    "adagrad has no momentum");
+            cr_assert(s == NULL);
+        } else {
+            cr_assert(eq(dbl, tg_optimizer_get_group_momentum(o, 1), 0.9));
+            cr_assert(eq(int, tg_optimizer_set_group_momentum(o, 1, 0.5), TG_OK));
+            cr_assert(eq(dbl, tg_optimizer_get_group_momentum(o, 1), 0.5));
+            REFUSED(tg_optimizer_set_group_momentum(o, 0, 1.0), TG_EINVAL,
+                    "beta1=1 must be in [0, 1)");
+            tg_one_cycle_opts oc = TG_ONE_CYCLE_OPTS_INIT;
+            oc.total_steps = 10;
+            tg_lr_scheduler *s = NULL;
+            cr_assert(eq(int, tg_one_cycle_lr_new(&s, o, 1, (double[]){0.1}, &oc), TG_OK),
+                      "%s", tg_error_message());
+            cr_assert(eq(dbl, tg_optimizer_get_group_momentum(o, 0), 0.95));   /* max first */
+            cr_assert(eq(int, tg_lr_scheduler_step(s), TG_OK));
+            const double b1 = tg_optimizer_get_group_momentum(o, 1);
+            cr_assert(b1 < 0.95 && b1 > 0.85, "%s beta1 %g after a step", names[k], b1);
+            tg_lr_scheduler_free(s);
+        }
+        tg_optimizer_free(o);
+        o = NULL;
+        int rc = k == ADAGRAD   ? tg_adagrad_from_module(&o, m, &a.ag)
+                 : k == ADAMAX  ? tg_adamax_from_module(&o, m, &a.ax)
+                 : k == NADAM   ? tg_nadam_from_module(&o, m, &a.na)
+                                : tg_radam_from_module(&o, m, &a.ra);
+        cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, tg_tensor_refcount(tg_module_find(m, "weight")), 2));
+        tg_optimizer_free(o);
+        rc = k == ADAGRAD   ? tg_adagrad_from_module(&o, NULL, &a.ag)
+             : k == ADAMAX  ? tg_adamax_from_module(&o, NULL, &a.ax)
+             : k == NADAM   ? tg_nadam_from_module(&o, NULL, &a.na)
+                            : tg_radam_from_module(&o, NULL, &a.ra);
+        cr_assert(eq(int, rc, TG_EINVAL));
+    }
+    tg_module_release(m);
+    cr_assert(eq(int, tg_tensor_refcount(p), 1));
+    tg_tensor_release(p);
+    tg_tensor_release(q);
+}
+
+/* Two snapshots hold the same entries, bit for bit. */
+static void assert_same(const tg_st_file *x, const tg_st_file *y)
+{
+    cr_assert(eq(int, tg_st_count(x), tg_st_count(y)));
+    for (int e = 0; e < tg_st_count(x); e++) {
+        const char *name;
+        tg_tensor *t;
+        tg_st_at(x, e, &name, &t);
+        const tg_tensor *u = tg_st_get(y, name);
+        cr_assert(u != NULL, "%s", name);
+        const size_t nb = (size_t)tg_tensor_numel(t) * tg_dtype_size(tg_tensor_dtype(t));
+        cr_assert(memcmp(tg_tensor_cdata(t), tg_tensor_cdata(u), nb) == 0, "%s", name);
+    }
+}
+
+/* f with key set to the 0-d f64 value v. */
+static tg_st_file *with_value(const tg_st_file *f, const char *key, double v)
+{
+    tg_st_file *d = th_st_copy_without(f, key);
+    tg_tensor *t = NULL;
+    cr_assert(eq(int, tg_tensor_scalar(&t, TG_F64, v), TG_OK));
+    cr_assert(eq(int, tg_st_set(d, key, t), TG_OK));
+    tg_tensor_release(t);
+    return d;
+}
+
+/* Refused state files name the key and leave the optimizer as it was:
+ * NAdam without a parameter's mu_product or with one outside [0, 1],
+ * Adagrad with a negative lr_decay or initial_accumulator_value, Adamax
+ * without exp_inf, and another kind's state. */
+Test(optim_more, bad_state_files_leave_the_optimizer_unchanged)
+{
+    const struct {
+        const char *config, *key;
+        double v;   /* NAN: the key removed */
+        int rc;
+        const char *msg;
+    } cases[] = {
+        {"nadam_all", "o.1.mu_product", NAN, TG_ENOTFOUND, "missing key 'o.1.mu_product'"},
+        {"nadam_all", "o.0.mu_product", 1.5, TG_EINVAL, "'o.0.mu_product'=1.5 must be in"},
+        {"nadam_all", "o.momentum_decay", -1, TG_EINVAL, "'o.momentum_decay'=-1 must be >= 0"},
+        {"adagrad_all", "o.lr_decay", -1, TG_EINVAL, "'o.lr_decay'=-1 must be >= 0"},
+        {"adagrad_all", "o.initial_accumulator_value", -2, TG_EINVAL,
+         "'o.initial_accumulator_value'=-2 must be >= 0"},
+        {"adagrad_all", "o.0.sum", NAN, TG_ENOTFOUND, "missing key 'o.0.sum'"},
+        {"adamax_all", "o.1.exp_inf", NAN, TG_ENOTFOUND, "missing key 'o.1.exp_inf'"},
+        {"radam_all", "o.betas", NAN, TG_OK, ""},   /* absent: the optimizer's kept */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        tg_st_file *f = th_golden_load("optim/%s_f32.safetensors", cases[c].config);
+        tg_tensor *p[NP];
+        tg_optimizer *o = stepped_twice(f, p);
+        tg_st_file *before = snapshot(o);
+        tg_st_file *bad = isnan(cases[c].v) ? th_st_copy_without(before, cases[c].key)
+                                            : with_value(before, cases[c].key, cases[c].v);
+        cr_assert(eq(int, tg_optimizer_state_load(o, bad, "o"), cases[c].rc), "%s %s",
+                  cases[c].config, cases[c].key);
+        cr_assert(strstr(tg_error_message(), cases[c].msg) != NULL, "%s", tg_error_message());
+        tg_st_file *after = snapshot(o);
+        assert_same(before, after);
+        tg_st_free(after);
+        tg_st_free(bad);
+        tg_st_free(before);
+        tg_optimizer_free(o);
+        free_params(p);
+        tg_st_free(f);
+    }
+    /* NAdam's state into Adamax */
+    tg_st_file *f = th_golden_load("optim/nadam_all_f32.safetensors");
+    tg_st_file *g = th_golden_load("optim/adamax_all_f32.safetensors");
+    tg_tensor *p[NP], *q[NP];
+    tg_optimizer *o = stepped_twice(f, p), *x = stepped_twice(g, q);
+    tg_st_file *s = snapshot(o);
+    REFUSED(tg_optimizer_state_load(x, s, "o"), TG_EINVAL, "'o.kind' is 'nadam'; this "
+                                                           "optimizer is 'adamax'");
+    tg_st_free(s);
+    tg_optimizer_free(o);
+    tg_optimizer_free(x);
+    free_params(p);
+    free_params(q);
+    tg_st_free(f);
+    tg_st_free(g);
+}
+
+/* A bf16 parameter steps in f32 and is rounded once: after one step it is
+ * the f32 parameter of the same values after one step, rounded to bf16;
+ * the state is f32. */
+Test(optim_more, bf16_params_update_through_f32)
+{
+    const float init[4] = {0.5f, -1.25f, 2.0f, 0.03125f}, grad[4] = {0.75f, -0.5f, 0.125f, 2.0f};
+    for (int k = 0; k < N_KINDS; k++) {
+        tg_tensor *ph = NULL, *pf = NULL, *gh = NULL, *gf = NULL, *st = NULL;
+        cr_assert(eq(int, tg_tensor_from_data(&pf, TG_F32, 1, (int64_t[]){4}, init), TG_OK));
+        cr_assert(eq(int, tg_tensor_from_data(&gf, TG_F32, 1, (int64_t[]){4}, grad), TG_OK));
+        cr_assert(eq(int, tg_tensor_to_dtype(&ph, pf, TG_BF16), TG_OK));
+        cr_assert(eq(int, tg_tensor_to_dtype(&gh, gf, TG_BF16), TG_OK));
+        tg_tensor_set_requires_grad(ph, true);
+        tg_tensor_set_requires_grad(pf, true);
+        tg_tensor_set_grad(ph, gh);
+        tg_tensor_set_grad(pf, gf);
+        any_opts a = defaults();
+        a.ag.lr = a.ax.lr = a.na.lr = a.ra.lr = 0.1;
+        a.ag.weight_decay = a.ax.weight_decay = a.na.weight_decay = a.ra.weight_decay = 0.1;
+        tg_optimizer *oh = NULL, *of = NULL;
+        cr_assert(eq(int, make(k, &oh, 1, &ph, &a), TG_OK));
+        cr_assert(eq(int, make(k, &of, 1, &pf, &a), TG_OK));
+        cr_assert(eq(int, tg_optimizer_step(oh), TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, tg_optimizer_step(of), TG_OK));
+        cr_assert(eq(int, tg_tensor_to_dtype(&st, pf, TG_BF16), TG_OK));
+        for (int i = 0; i < 4; i++) {
+            double x, y;
+            tg_tensor_get_flat(ph, i, &x);
+            tg_tensor_get_flat(st, i, &y);
+            cr_assert(eq(dbl, x, y), "%s [%d]: %g vs %g", names[k], i, x, y);
+            cr_assert(x != init[i], "%s [%d] moved", names[k], i);
+        }
+        tg_st_file *s = snapshot(oh);
+        const tg_tensor *buf = tg_st_get(s, k == ADAGRAD ? "o.0.sum" : "o.0.exp_avg");
+        cr_assert(buf != NULL);
+        cr_assert(eq(int, tg_tensor_dtype(buf), TG_F32));
+        tg_st_free(s);
+        tg_optimizer_free(oh);
+        tg_optimizer_free(of);
+        tg_tensor_release(st);
+        tg_tensor_release(ph);
+        tg_tensor_release(pf);
+    }
+}
