@@ -16,9 +16,11 @@ tests/golden/optim/<config>_<f32|f64>.safetensors, one per optimizer config:
                      "max_exp_avg_sq" (amsgrad), "momentum_buffer" (SGD with
                      momentum, RMSprop with momentum > 0), "square_avg" and
                      "grad_avg" (centered RMSprop), "sum" (Adagrad),
-                     "exp_inf" (Adamax), "mu_product" (NAdam)
+                     "exp_inf" (Adamax), "mu_product" (NAdam), "acc_delta"
+                     (Adadelta), "prev" and "step_size" (Rprop)
   metadata           the optimizer ("sgd", "adam", "adamw", "rmsprop",
-                     "adagrad", "adamax", "nadam", "radam") and its
+                     "adagrad", "adamax", "nadam", "radam", "adadelta",
+                     "rprop") and its
                      options, flags as "0" or "1" (RMSprop's alpha and
                      centered only in its files); for the configs of
                      GROUPS, "groups" = "2" and "g1.<option>", the options
@@ -139,14 +141,33 @@ GROUPS.update({
     "nadam_groups": dict(lr=0.03, betas=(0.8, 0.95), weight_decay=0.1, momentum_decay=0.2),
     "radam_groups": dict(lr=0.02, betas=(0.85, 0.999), eps=1e-3, weight_decay=0.05),
 })
+# Adadelta and Rprop likewise; Rprop's gradients change sign between steps,
+# so its step sizes grow, shrink and (rprop_all) hit both clamps.
+CONFIGS += [
+    ("adadelta", torch.optim.Adadelta, dict(lr=1.0)),
+    ("adadelta_all", torch.optim.Adadelta,
+     dict(lr=0.5, rho=0.8, eps=1e-3, weight_decay=0.1, maximize=True)),
+    ("adadelta_groups", torch.optim.Adadelta, dict(lr=0.9, rho=0.95)),
+    ("rprop", torch.optim.Rprop, dict(lr=0.01)),
+    ("rprop_all", torch.optim.Rprop,
+     dict(lr=0.05, etas=(0.3, 1.9), step_sizes=(0.02, 0.1), maximize=True)),
+    ("rprop_groups", torch.optim.Rprop, dict(lr=0.02, etas=(0.4, 1.5))),
+]
+GROUPS.update({
+    "adadelta_groups": dict(lr=0.3, rho=0.5, eps=1e-4, weight_decay=0.05, maximize=True),
+    "rprop_groups": dict(lr=0.1, etas=(0.6, 1.1), step_sizes=(1e-3, 0.15), maximize=True),
+})
 STEPS = {"radam": 8, "radam_all": 8, "radam_groups": 8}
 KIND = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
         torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad",
-        torch.optim.Adamax: "adamax", torch.optim.NAdam: "nadam", torch.optim.RAdam: "radam"}
+        torch.optim.Adamax: "adamax", torch.optim.NAdam: "nadam", torch.optim.RAdam: "radam",
+        torch.optim.Adadelta: "adadelta", torch.optim.Rprop: "rprop"}
 # The options of these kinds in the metadata, from the optimizer's defaults.
 MORE_META = {"adagrad": ("lr_decay", "initial_accumulator_value", "eps", "weight_decay"),
              "adamax": ("eps", "weight_decay"), "nadam": ("eps", "weight_decay", "momentum_decay"),
-             "radam": ("eps", "weight_decay")}
+             "radam": ("eps", "weight_decay"), "adadelta": ("rho", "eps", "weight_decay")}
+PAIRS = {"betas": ("beta1", "beta2"), "etas": ("eta_minus", "eta_plus"),
+         "step_sizes": ("step_size_min", "step_size_max")}
 SHAPES = [(3, 4), (5,)]
 SKIP = (2, 1)  # parameter 1 has no gradient at step 2
 
@@ -196,13 +217,14 @@ def optim_case(name, cls, opts, dtype):
         meta["centered"] = "1" if opts.get("centered") else "0"
     for key in MORE_META.get(KIND[cls], ()):
         meta[key] = repr(float(opt.defaults[key]))
-    if "betas" in opt.defaults:
-        meta["beta1"], meta["beta2"] = (repr(b) for b in opt.defaults["betas"])
+    for pair, (first, second) in PAIRS.items():
+        if pair in opt.defaults:
+            meta[first], meta[second] = (repr(float(b)) for b in opt.defaults[pair])
     if steps != 5:
         meta["steps"] = str(steps)
     for key, v in GROUPS.get(name, {}).items():
-        if key == "betas":
-            meta["g1.beta1"], meta["g1.beta2"] = repr(v[0]), repr(v[1])
+        if key in PAIRS:
+            meta["g1." + PAIRS[key][0]], meta["g1." + PAIRS[key][1]] = repr(v[0]), repr(v[1])
         else:
             meta["g1." + key] = ("1" if v else "0") if isinstance(v, bool) else repr(v)
     if name in GROUPS:

@@ -71,11 +71,12 @@ static tg_rmsprop_opts g1_rmsprop(const tg_st_file *f, tg_rmsprop_opts r)
 
 int golden_steps(const tg_st_file *f) { return (int)meta_or(f, "steps", 5); }
 
-/* The options of Adagrad, Adamax, NAdam and RAdam: the file's (with its
- * "g1.<name>" over them for group 1), or, with other, each one changed. */
+/* The options of Adagrad, Adamax, NAdam, RAdam, Adadelta and Rprop: the
+ * file's (with its "g1.<name>" over them for group 1), or, with other,
+ * each one changed. */
 typedef struct more_opts {
     double lr, lr_decay, weight_decay, initial_accumulator_value, eps, beta1, beta2;
-    double momentum_decay;
+    double momentum_decay, rho, eta_minus, eta_plus, step_size_min, step_size_max;
     bool maximize;
 } more_opts;
 
@@ -88,6 +89,10 @@ static more_opts more_of(const tg_st_file *f, const char *pre, bool other)
                    .initial_accumulator_value = meta_or(f, "initial_accumulator_value", 0),
                    .eps = meta(f, "eps"), .beta1 = meta(f, "beta1"), .beta2 = meta(f, "beta2"),
                    .momentum_decay = meta_or(f, "momentum_decay", 0),
+                   .rho = meta_or(f, "rho", 0), .eta_minus = meta_or(f, "eta_minus", 0),
+                   .eta_plus = meta_or(f, "eta_plus", 0),
+                   .step_size_min = meta_or(f, "step_size_min", 0),
+                   .step_size_max = meta_or(f, "step_size_max", 0),
                    .maximize = meta_flag(f, "maximize")};
     a = (more_opts){.lr = GET("lr", a.lr), .lr_decay = GET("lr_decay", a.lr_decay),
                     .weight_decay = GET("weight_decay", a.weight_decay),
@@ -96,6 +101,10 @@ static more_opts more_of(const tg_st_file *f, const char *pre, bool other)
                     .eps = GET("eps", a.eps), .beta1 = GET("beta1", a.beta1),
                     .beta2 = GET("beta2", a.beta2),
                     .momentum_decay = GET("momentum_decay", a.momentum_decay),
+                    .rho = GET("rho", a.rho), .eta_minus = GET("eta_minus", a.eta_minus),
+                    .eta_plus = GET("eta_plus", a.eta_plus),
+                    .step_size_min = GET("step_size_min", a.step_size_min),
+                    .step_size_max = GET("step_size_max", a.step_size_max),
                     .maximize = GET("maximize", a.maximize) != 0};
 #undef GET
     if (other)
@@ -103,11 +112,13 @@ static more_opts more_of(const tg_st_file *f, const char *pre, bool other)
                         .weight_decay = a.weight_decay + 0.3,
                         .initial_accumulator_value = a.initial_accumulator_value + 0.7,
                         .eps = 1e-3 + a.eps, .beta1 = 0.5, .beta2 = 0.6,
-                        .momentum_decay = a.momentum_decay + 0.05, .maximize = !a.maximize};
+                        .momentum_decay = a.momentum_decay + 0.05, .rho = 0.5,
+                        .eta_minus = 0.2, .eta_plus = 1.7, .step_size_min = 1e-4,
+                        .step_size_max = 1.0, .maximize = !a.maximize};
     return a;
 }
 
-/* Adagrad, Adamax, NAdam or RAdam (kind) over params[0..n) with the
+/* Adagrad, Adamax, NAdam, RAdam, Adadelta or Rprop (kind) over params[0..n) with the
  * options of group g (0, or 1 added to *o). */
 static int more_opt(const tg_st_file *f, const char *kind, tg_optimizer **o, int n,
                     tg_tensor **params, int g, bool other)
@@ -128,6 +139,15 @@ static int more_opt(const tg_st_file *f, const char *kind, tg_optimizer **o, int
                                  a.momentum_decay};
         return g ? tg_nadam_add_param_group(*o, 1, p, &x) : tg_nadam_new(o, n, p, &x);
     }
+    if (strcmp(kind, "adadelta") == 0) {
+        const tg_adadelta_opts x = {a.lr, a.rho, a.eps, a.weight_decay, a.maximize};
+        return g ? tg_adadelta_add_param_group(*o, 1, p, &x) : tg_adadelta_new(o, n, p, &x);
+    }
+    if (strcmp(kind, "rprop") == 0) {
+        const tg_rprop_opts x = {a.lr, a.eta_minus, a.eta_plus, a.step_size_min,
+                                 a.step_size_max, a.maximize};
+        return g ? tg_rprop_add_param_group(*o, 1, p, &x) : tg_rprop_new(o, n, p, &x);
+    }
     const tg_radam_opts x = {a.lr, a.beta1, a.beta2, a.eps, a.weight_decay};
     return g ? tg_radam_add_param_group(*o, 1, p, &x) : tg_radam_new(o, n, p, &x);
 }
@@ -135,7 +155,8 @@ static int more_opt(const tg_st_file *f, const char *kind, tg_optimizer **o, int
 static bool is_more(const char *kind)
 {
     return strcmp(kind, "adagrad") == 0 || strcmp(kind, "adamax") == 0 ||
-           strcmp(kind, "nadam") == 0 || strcmp(kind, "radam") == 0;
+           strcmp(kind, "nadam") == 0 || strcmp(kind, "radam") == 0 ||
+           strcmp(kind, "adadelta") == 0 || strcmp(kind, "rprop") == 0;
 }
 
 /* An optimizer configured from the golden file's metadata: over both

@@ -1,7 +1,7 @@
 /* tests/test_optim.c - SGD/Adam/AdamW (amsgrad, maximize)/RMSprop (momentum,
- * centered, maximize)/Adagrad/Adamax/NAdam/RAdam, in one param group or two,
- * against PyTorch 1.13's parameters after each of 5 steps (RAdam's 8) and
- * its optimizer state after the last
+ * centered, maximize)/Adagrad/Adamax/NAdam/RAdam/Adadelta/Rprop, in one
+ * param group or two, against PyTorch 1.13's parameters after each of 5
+ * steps (RAdam's 8) and its optimizer state after the last
  * (tests/golden/optim/, scripts/make_optim_goldens.py; optim_goldens.h).
  * The other optimizer tests: test_optim_state.c (state save / load),
  * test_optim_groups.c (param groups, refused options), test_optim_update.c
@@ -140,5 +140,15 @@ Test(optim, adagrad_adamax_nadam_radam_match_pytorch)
     const char *configs[] = {"adagrad", "adagrad_all", "adagrad_groups", "adamax", "adamax_all",
                              "adamax_groups", "nadam", "nadam_all", "nadam_groups", "radam",
                              "radam_all", "radam_groups"};
+    for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) check_config(configs[i]);
+}
+
+/* Adadelta with its defaults, every option and two groups; Rprop's step
+ * sizes growing and shrinking as the gradients' signs change, and
+ * (rprop_all, rprop_groups) held at both ends of step_sizes. */
+Test(optim, adadelta_and_rprop_match_pytorch)
+{
+    const char *configs[] = {"adadelta", "adadelta_all", "adadelta_groups", "rprop",
+                             "rprop_all", "rprop_groups"};
     for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) check_config(configs[i]);
 }

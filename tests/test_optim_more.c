@@ -1,8 +1,9 @@
-/* tests/test_optim_more.c - Adagrad, Adamax, NAdam and RAdam besides their
- * PyTorch goldens (test_optim.c, test_optim_state.c): torch's defaults,
- * the options each refuses, param groups, modules and the momentum that
- * OneCycleLR cycles (beta1; Adagrad has none), state files refused with the
- * optimizer unchanged, and bf16 parameters updated through f32. */
+/* tests/test_optim_more.c - Adagrad, Adamax, NAdam, RAdam, Adadelta and
+ * Rprop besides their PyTorch goldens (test_optim.c, test_optim_state.c):
+ * torch's defaults, the options each refuses, param groups, modules and the
+ * momentum that OneCycleLR cycles (beta1; Adagrad, Adadelta and Rprop have
+ * none), state files refused with the optimizer unchanged, and bf16
+ * parameters updated through f32. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -26,19 +27,28 @@
 
 /* The four kinds, made over n params with their INIT options changed by
  * the caller's hook; group adds a group (opt given) instead. */
-typedef enum { ADAGRAD, ADAMAX, NADAM, RADAM, N_KINDS } kind;
+typedef enum { ADAGRAD, ADAMAX, NADAM, RADAM, ADADELTA, RPROP, N_KINDS } kind;
 
 typedef struct any_opts {
     tg_adagrad_opts ag;
     tg_adamax_opts ax;
     tg_nadam_opts na;
     tg_radam_opts ra;
+    tg_adadelta_opts ad;
+    tg_rprop_opts rp;
 } any_opts;
 
 static any_opts defaults(void)
 {
     return (any_opts){.ag = TG_ADAGRAD_OPTS_INIT, .ax = TG_ADAMAX_OPTS_INIT,
-                      .na = TG_NADAM_OPTS_INIT, .ra = TG_RADAM_OPTS_INIT};
+                      .na = TG_NADAM_OPTS_INIT, .ra = TG_RADAM_OPTS_INIT,
+                      .ad = TG_ADADELTA_OPTS_INIT, .rp = TG_RPROP_OPTS_INIT};
+}
+
+/* Every kind's lr set to v. */
+static void set_lr(any_opts *a, double v)
+{
+    a->ag.lr = a->ax.lr = a->na.lr = a->ra.lr = a->ad.lr = a->rp.lr = v;
 }
 
 static int make(kind k, tg_optimizer **o, int n, tg_tensor **p, const any_opts *a)
@@ -47,7 +57,9 @@ static int make(kind k, tg_optimizer **o, int n, tg_tensor **p, const any_opts *
     case ADAGRAD: return tg_adagrad_new(o, n, p, a ? &a->ag : NULL);
     case ADAMAX: return tg_adamax_new(o, n, p, a ? &a->ax : NULL);
     case NADAM: return tg_nadam_new(o, n, p, a ? &a->na : NULL);
-    default: return tg_radam_new(o, n, p, a ? &a->ra : NULL);
+    case RADAM: return tg_radam_new(o, n, p, a ? &a->ra : NULL);
+    case ADADELTA: return tg_adadelta_new(o, n, p, a ? &a->ad : NULL);
+    default: return tg_rprop_new(o, n, p, a ? &a->rp : NULL);
     }
 }
 
@@ -57,19 +69,35 @@ static int add_group(kind k, tg_optimizer *o, int n, tg_tensor **p, const any_op
     case ADAGRAD: return tg_adagrad_add_param_group(o, n, p, a ? &a->ag : NULL);
     case ADAMAX: return tg_adamax_add_param_group(o, n, p, a ? &a->ax : NULL);
     case NADAM: return tg_nadam_add_param_group(o, n, p, a ? &a->na : NULL);
-    default: return tg_radam_add_param_group(o, n, p, a ? &a->ra : NULL);
+    case RADAM: return tg_radam_add_param_group(o, n, p, a ? &a->ra : NULL);
+    case ADADELTA: return tg_adadelta_add_param_group(o, n, p, a ? &a->ad : NULL);
+    default: return tg_rprop_add_param_group(o, n, p, a ? &a->rp : NULL);
     }
 }
 
-static const char *const names[N_KINDS] = {"adagrad", "adamax", "nadam", "radam"};
+static int from_module(kind k, tg_optimizer **o, const tg_module *m, const any_opts *a)
+{
+    switch (k) {
+    case ADAGRAD: return tg_adagrad_from_module(o, m, &a->ag);
+    case ADAMAX: return tg_adamax_from_module(o, m, &a->ax);
+    case NADAM: return tg_nadam_from_module(o, m, &a->na);
+    case RADAM: return tg_radam_from_module(o, m, &a->ra);
+    case ADADELTA: return tg_adadelta_from_module(o, m, &a->ad);
+    default: return tg_rprop_from_module(o, m, &a->rp);
+    }
+}
+
+static const char *const names[N_KINDS] = {"adagrad", "adamax", "nadam",
+                                           "radam",   "adadelta", "rprop"};
+static bool has_beta1(int k) { return k == ADAMAX || k == NADAM || k == RADAM; }
 
 /* The INIT options are torch's defaults: the golden files made with lr
  * alone record the optimizer's defaults for the rest. */
 Test(optim_more, init_options_are_torchs_defaults)
 {
     const any_opts a = defaults();
-    const double lrs[N_KINDS] = {a.ag.lr, a.ax.lr, a.na.lr, a.ra.lr};
-    const double want_lrs[N_KINDS] = {1e-2, 2e-3, 2e-3, 1e-3};   /* torch's signatures */
+    const double lrs[N_KINDS] = {a.ag.lr, a.ax.lr, a.na.lr, a.ra.lr, a.ad.lr, a.rp.lr};
+    const double want_lrs[N_KINDS] = {1e-2, 2e-3, 2e-3, 1e-3, 1.0, 1e-2};   /* torch's */
     for (int k = 0; k < N_KINDS; k++) {
         cr_assert(eq(dbl, lrs[k], want_lrs[k]), "%s lr", names[k]);
         tg_st_file *f = th_golden_load("optim/%s_f32.safetensors", names[k]);
@@ -79,6 +107,15 @@ Test(optim_more, init_options_are_torchs_defaults)
             cr_assert(eq(dbl, a.ag.weight_decay, meta(f, "weight_decay")));
             cr_assert(eq(dbl, a.ag.initial_accumulator_value,
                          meta(f, "initial_accumulator_value")));
+        } else if (k == ADADELTA) {
+            cr_assert(eq(dbl, a.ad.rho, meta(f, "rho")));
+            cr_assert(eq(dbl, a.ad.eps, meta(f, "eps")));
+            cr_assert(eq(dbl, a.ad.weight_decay, meta(f, "weight_decay")));
+        } else if (k == RPROP) {
+            cr_assert(eq(dbl, a.rp.eta_minus, meta(f, "eta_minus")));
+            cr_assert(eq(dbl, a.rp.eta_plus, meta(f, "eta_plus")));
+            cr_assert(eq(dbl, a.rp.step_size_min, meta(f, "step_size_min")));
+            cr_assert(eq(dbl, a.rp.step_size_max, meta(f, "step_size_max")));
         } else {
             const double b1[] = {0, a.ax.beta1, a.na.beta1, a.ra.beta1};
             const double b2[] = {0, a.ax.beta2, a.na.beta2, a.ra.beta2};
@@ -106,20 +143,50 @@ Test(optim_more, bad_options_are_refused_naming_the_option)
     for (int k = 0; k < N_KINDS; k++) {
         char msg[96];
         any_opts a = defaults();
-        a.ag.lr = a.ax.lr = a.na.lr = a.ra.lr = -0.5;
+        set_lr(&a, -0.5);
         snprintf(msg, sizeof msg, "%s: lr=-0.5 must be finite and >= 0", names[k]);
         REFUSED(make(k, &o, 1, &p, &a), TG_EINVAL, msg);
         a = defaults();
-        a.ag.lr = a.ax.lr = a.na.lr = a.ra.lr = INFINITY;
+        set_lr(&a, INFINITY);
         REFUSED(make(k, &o, 1, &p, &a), TG_EINVAL, "lr=inf must be finite");
+        REFUSED(make(k, &o, 1, &p, NULL), TG_EINVAL, "opts must not be NULL");
+        if (k == RPROP) {   /* no eps, no weight_decay */
+            const double bad[4][2] = {{0.0, 1.2}, {1.0, 1.2}, {0.5, 1.0}, {NAN, 1.2}};
+            const char *words[4] = {"rprop: etas=(0, 1.2) must be 0 < eta_minus < 1 < eta_plus",
+                                    "etas=(1, 1.2) must be", "etas=(0.5, 1) must be",
+                                    "etas=(nan, 1.2) must be"};
+            for (int b = 0; b < 4; b++) {
+                a = defaults();
+                a.rp.eta_minus = bad[b][0];
+                a.rp.eta_plus = bad[b][1];
+                REFUSED(make(k, &o, 1, &p, &a), TG_EINVAL, words[b]);
+            }
+            continue;
+        }
         a = defaults();
-        a.ag.eps = a.ax.eps = a.na.eps = a.ra.eps = -1e-3;
+        a.ag.eps = a.ax.eps = a.na.eps = a.ra.eps = a.ad.eps = -1e-3;
         snprintf(msg, sizeof msg, "%s: eps=-0.001 must be >= 0", names[k]);
         REFUSED(make(k, &o, 1, &p, &a), TG_EINVAL, msg);
         a = defaults();
-        a.ag.weight_decay = a.ax.weight_decay = a.na.weight_decay = a.ra.weight_decay = NAN;
+        a.ag.weight_decay = a.ax.weight_decay = a.na.weight_decay = NAN;
+        a.ra.weight_decay = a.ad.weight_decay = NAN;
         REFUSED(make(k, &o, 1, &p, &a), TG_EINVAL, "weight_decay=nan must be >= 0");
-        REFUSED(make(k, &o, 1, &p, NULL), TG_EINVAL, "opts must not be NULL");
+        if (k == ADADELTA) {   /* torch's 0 <= rho <= 1: 1 accepted */
+            const double bad[3] = {-0.1, 1.5, NAN};
+            const char *words[3] = {"adadelta: rho=-0.1 must be in [0, 1]", "rho=1.5 must be",
+                                    "rho=nan must be"};
+            for (int b = 0; b < 3; b++) {
+                a = defaults();
+                a.ad.rho = bad[b];
+                REFUSED(make(k, &o, 1, &p, &a), TG_EINVAL, words[b]);
+            }
+            a = defaults();
+            a.ad.rho = 1.0;
+            cr_assert(eq(int, make(k, &o, 1, &p, &a), TG_OK), "%s", tg_error_message());
+            tg_optimizer_free(o);
+            o = NULL;
+            continue;
+        }
         if (k == ADAGRAD) {
             a = defaults();
             a.ag.lr_decay = -0.1;
@@ -152,8 +219,8 @@ Test(optim_more, bad_options_are_refused_naming_the_option)
 
 /* A group is added only by the kind's own call (another's names both),
  * NULL options are the constructor's; from a module: its parameters; the
- * momentum OneCycleLR cycles is beta1, and Adagrad, without one, refuses
- * it and OneCycleLR's cycle_momentum. */
+ * momentum OneCycleLR cycles is beta1, and Adagrad, Adadelta and Rprop,
+ * without one, refuse it and OneCycleLR's cycle_momentum. */
 Test(optim_more, groups_modules_and_momentum)
 {
     tg_tensor *p = NULL, *q = NULL;
@@ -165,7 +232,7 @@ Test(optim_more, groups_modules_and_momentum)
     cr_assert(eq(int, tg_nn_linear_new(&m, 3, 2, true, &rng), TG_OK));
     for (int k = 0; k < N_KINDS; k++) {
         any_opts a = defaults();
-        a.ag.lr = a.ax.lr = a.na.lr = a.ra.lr = 0.25;
+        set_lr(&a, 0.25);
         tg_optimizer *o = NULL;
         cr_assert(eq(int, make(k, &o, 1, &p, &a), TG_OK), "%s", tg_error_message());
         const int other = (k + 1) % N_KINDS;
@@ -178,15 +245,16 @@ Test(optim_more, groups_modules_and_momentum)
         REFUSED(add_group(k, o, 1, &p, NULL), TG_EINVAL, "already in param group 0");
         cr_assert(eq(int, add_group(k, o, 1, &q, NULL), TG_OK), "%s", tg_error_message());
         cr_assert(eq(dbl, tg_optimizer_get_group_lr(o, 1), 0.25));
-        if (k == ADAGRAD) {
+        if (!has_beta1(k)) {
             cr_assert(isnan(tg_optimizer_get_group_momentum(o, 0)));
-            REFUSED(tg_optimizer_set_group_momentum(o, 0, 0.5), TG_EINVAL,
-                    "optimizer_set_group_momentum: adagrad has no momentum (nor beta1)");
+            snprintf(msg, sizeof msg, "optimizer_set_group_momentum: %s has no momentum (nor "
+                     "beta1)", names[k]);
+            REFUSED(tg_optimizer_set_group_momentum(o, 0, 0.5), TG_EINVAL, msg);
             tg_lr_scheduler *s = NULL;
             tg_one_cycle_opts oc = TG_ONE_CYCLE_OPTS_INIT;
             oc.total_steps = 10;
             REFUSED(tg_one_cycle_lr_new(&s, o, 1, (double[]){0.1}, &oc), TG_EINVAL,
-                    "adagrad has no momentum");
+                    "has no momentum");
             cr_assert(s == NULL);
         } else {
             cr_assert(eq(dbl, tg_optimizer_get_group_momentum(o, 1), 0.9));
@@ -207,18 +275,10 @@ Test(optim_more, groups_modules_and_momentum)
         }
         tg_optimizer_free(o);
         o = NULL;
-        int rc = k == ADAGRAD   ? tg_adagrad_from_module(&o, m, &a.ag)
-                 : k == ADAMAX  ? tg_adamax_from_module(&o, m, &a.ax)
-                 : k == NADAM   ? tg_nadam_from_module(&o, m, &a.na)
-                                : tg_radam_from_module(&o, m, &a.ra);
-        cr_assert(eq(int, rc, TG_OK), "%s", tg_error_message());
+        cr_assert(eq(int, from_module(k, &o, m, &a), TG_OK), "%s", tg_error_message());
         cr_assert(eq(int, tg_tensor_refcount(tg_module_find(m, "weight")), 2));
         tg_optimizer_free(o);
-        rc = k == ADAGRAD   ? tg_adagrad_from_module(&o, NULL, &a.ag)
-             : k == ADAMAX  ? tg_adamax_from_module(&o, NULL, &a.ax)
-             : k == NADAM   ? tg_nadam_from_module(&o, NULL, &a.na)
-                            : tg_radam_from_module(&o, NULL, &a.ra);
-        cr_assert(eq(int, rc, TG_EINVAL));
+        cr_assert(eq(int, from_module(k, &o, NULL, &a), TG_EINVAL));
     }
     tg_module_release(m);
     cr_assert(eq(int, tg_tensor_refcount(p), 1));
@@ -255,7 +315,8 @@ static tg_st_file *with_value(const tg_st_file *f, const char *key, double v)
 /* Refused state files name the key and leave the optimizer as it was:
  * NAdam without a parameter's mu_product or with one outside [0, 1],
  * Adagrad with a negative lr_decay or initial_accumulator_value, Adamax
- * without exp_inf, and another kind's state. */
+ * without exp_inf, Adadelta with rho = 2 or without acc_delta, Rprop
+ * without a step_size, and another kind's state. */
 Test(optim_more, bad_state_files_leave_the_optimizer_unchanged)
 {
     const struct {
@@ -273,6 +334,9 @@ Test(optim_more, bad_state_files_leave_the_optimizer_unchanged)
         {"adagrad_all", "o.0.sum", NAN, TG_ENOTFOUND, "missing key 'o.0.sum'"},
         {"adamax_all", "o.1.exp_inf", NAN, TG_ENOTFOUND, "missing key 'o.1.exp_inf'"},
         {"radam_all", "o.betas", NAN, TG_OK, ""},   /* absent: the optimizer's kept */
+        {"adadelta_all", "o.rho", 2, TG_EINVAL, "'o.rho'=2 must be in [0, 1]"},
+        {"adadelta_all", "o.0.acc_delta", NAN, TG_ENOTFOUND, "missing key 'o.0.acc_delta'"},
+        {"rprop_all", "o.1.step_size", NAN, TG_ENOTFOUND, "missing key 'o.1.step_size'"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         tg_st_file *f = th_golden_load("optim/%s_f32.safetensors", cases[c].config);
@@ -327,8 +391,10 @@ Test(optim_more, bf16_params_update_through_f32)
         tg_tensor_set_grad(ph, gh);
         tg_tensor_set_grad(pf, gf);
         any_opts a = defaults();
-        a.ag.lr = a.ax.lr = a.na.lr = a.ra.lr = 0.1;
-        a.ag.weight_decay = a.ax.weight_decay = a.na.weight_decay = a.ra.weight_decay = 0.1;
+        set_lr(&a, 0.1);
+        a.ag.weight_decay = a.ax.weight_decay = a.na.weight_decay = 0.1;
+        a.ra.weight_decay = a.ad.weight_decay = 0.1;
+        a.ad.eps = 0.5;   /* else Adadelta's first step is too small to move a bf16 */
         tg_optimizer *oh = NULL, *of = NULL;
         cr_assert(eq(int, make(k, &oh, 1, &ph, &a), TG_OK));
         cr_assert(eq(int, make(k, &of, 1, &pf, &a), TG_OK));
@@ -343,7 +409,9 @@ Test(optim_more, bf16_params_update_through_f32)
             cr_assert(x != init[i], "%s [%d] moved", names[k], i);
         }
         tg_st_file *s = snapshot(oh);
-        const tg_tensor *buf = tg_st_get(s, k == ADAGRAD ? "o.0.sum" : "o.0.exp_avg");
+        const char *const bufs[N_KINDS] = {"o.0.sum",        "o.0.exp_avg",    "o.0.exp_avg",
+                                           "o.0.exp_avg",    "o.0.acc_delta", "o.0.step_size"};
+        const tg_tensor *buf = tg_st_get(s, bufs[k]);
         cr_assert(buf != NULL);
         cr_assert(eq(int, tg_tensor_dtype(buf), TG_F32));
         tg_st_free(s);

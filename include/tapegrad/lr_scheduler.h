@@ -243,7 +243,7 @@ TG_API int tg_lr_scheduler_state_load(tg_lr_scheduler *s, const tg_st_file *f,
  * float-or-list.  The cycled momentum is tg_optimizer_get_group_momentum's:
  * SGD's and RMSprop's momentum, the beta1 of Adam, AdamW, Adamax, NAdam
  * and RAdam (OneCycleLR; CyclicLR cycles momentum, SGD's and RMSprop's
- * only, as torch's); Adagrad has none.  Their state
+ * only, as torch's); Adagrad, Adadelta and Rprop have none.  Their state
  * (tg_lr_scheduler_state_save) is the common one plus the keys given with
  * each; kinds "one_cycle_lr", "cyclic_lr", "reduce_lr_on_plateau" and
  * "swa_lr".  A param group added after one of them was made fails its step

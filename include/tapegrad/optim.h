@@ -1,5 +1,5 @@
-/* tapegrad/optim.h - SGD, Adam, AdamW, RMSprop, Adagrad, Adamax, NAdam and RAdam with
- * PyTorch 1.13's update rules.
+/* tapegrad/optim.h - SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam
+ * and Rprop with PyTorch 1.13's update rules.
  *
  *   tg_optimizer *opt;
  *   tg_adam_opts o = TG_ADAM_OPTS_INIT;   // lr 1e-3, betas (0.9, 0.999), eps 1e-8
@@ -115,6 +115,20 @@ typedef struct tg_adagrad_opts {
     {.lr = 1e-2, .lr_decay = 0.0, .weight_decay = 0.0, .initial_accumulator_value = 0.0, \
      .eps = 1e-10, .maximize = false}
 
+/* torch.optim.Adadelta:  g = -g when maximize;  g = g + weight_decay * p;
+ * v = rho v + (1 - rho) g^2;  d = sqrt(u + eps) / sqrt(v + eps) * g;
+ * u = rho u + (1 - rho) d^2;  p -= lr * d (v: square_avg, u: acc_delta, both
+ * starting at zeros).  lr, eps, weight_decay >= 0; rho in [0, 1]. */
+typedef struct tg_adadelta_opts {
+    double lr;
+    double rho;
+    double eps;
+    double weight_decay;
+    bool maximize;   /* ascend the objective: the gradient's sign flipped */
+} tg_adadelta_opts;
+#define TG_ADADELTA_OPTS_INIT                                                 \
+    {.lr = 1.0, .rho = 0.9, .eps = 1e-6, .weight_decay = 0.0, .maximize = false}
+
 /* torch.optim.Adamax:  t += 1;  g = -g when maximize;  g = g + weight_decay * p;
  * m = b1 m + (1 - b1) g;  u = max(b2 u, |g| + eps) (NaN if either is);
  * p -= lr / (1 - b1^t) * m / u.  lr, eps, weight_decay >= 0; betas in [0, 1). */
@@ -166,6 +180,23 @@ typedef struct tg_radam_opts {
 #define TG_RADAM_OPTS_INIT                                                    \
     {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0}
 
+/* torch.optim.Rprop:  g = -g when maximize;  with s = g * prev, each
+ * element's step size (starting at lr) is multiplied by eta_plus where
+ * s > 0, by eta_minus where s < 0 (and g taken as 0 there), by 1 where
+ * s = 0, then clamped to [step_size_min, step_size_max];
+ * p -= sign(g) * step size;  prev = g (starting at zeros).  torch's etas
+ * are (eta_minus, eta_plus) and step_sizes (step_size_min, step_size_max).
+ * lr >= 0; 0 < eta_minus < 1 < eta_plus. */
+typedef struct tg_rprop_opts {
+    double lr;
+    double eta_minus, eta_plus;
+    double step_size_min, step_size_max;
+    bool maximize;   /* ascend the objective: the gradient's sign flipped */
+} tg_rprop_opts;
+#define TG_RPROP_OPTS_INIT                                                    \
+    {.lr = 1e-2, .eta_minus = 0.5, .eta_plus = 1.2, .step_size_min = 1e-6, \
+     .step_size_max = 50.0, .maximize = false}
+
 /* Each makes *out a new optimizer over params[0..n_params) (retained).
  * TG_EINVAL for a bad option, NULL/duplicate/non-leaf parameter, or
  * n_params < 1; TG_EDTYPE for a non-float parameter. */
@@ -179,12 +210,16 @@ TG_API int tg_rmsprop_new(tg_optimizer **out, int n_params, tg_tensor *const *pa
                           const tg_rmsprop_opts *opts);
 TG_API int tg_adagrad_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
                           const tg_adagrad_opts *opts);
+TG_API int tg_adadelta_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
+                           const tg_adadelta_opts *opts);
 TG_API int tg_adamax_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
                          const tg_adamax_opts *opts);
 TG_API int tg_nadam_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
                         const tg_nadam_opts *opts);
 TG_API int tg_radam_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
                         const tg_radam_opts *opts);
+TG_API int tg_rprop_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
+                        const tg_rprop_opts *opts);
 /* The same over the parameters of module m (tg_module_parameters: each
  * tensor once, in state-dict order), as torch.optim.Adam(model.parameters()).
  * TG_EINVAL for NULL or a module without parameters. */
@@ -198,12 +233,16 @@ TG_API int tg_rmsprop_from_module(tg_optimizer **out, const tg_module *m,
                                   const tg_rmsprop_opts *opts);
 TG_API int tg_adagrad_from_module(tg_optimizer **out, const tg_module *m,
                                   const tg_adagrad_opts *opts);
+TG_API int tg_adadelta_from_module(tg_optimizer **out, const tg_module *m,
+                                   const tg_adadelta_opts *opts);
 TG_API int tg_adamax_from_module(tg_optimizer **out, const tg_module *m,
                                  const tg_adamax_opts *opts);
 TG_API int tg_nadam_from_module(tg_optimizer **out, const tg_module *m,
                                 const tg_nadam_opts *opts);
 TG_API int tg_radam_from_module(tg_optimizer **out, const tg_module *m,
                                 const tg_radam_opts *opts);
+TG_API int tg_rprop_from_module(tg_optimizer **out, const tg_module *m,
+                                const tg_rprop_opts *opts);
 /* Frees opt and releases its parameters; NULL does nothing. */
 TG_API void tg_optimizer_free(tg_optimizer *opt);
 
@@ -223,8 +262,8 @@ TG_API void tg_optimizer_free(tg_optimizer *opt);
  * "prefix.<i>.*", as torch's state_dict numbers them).  Add the groups
  * before making a learning-rate scheduler (it schedules the groups there
  * are).  TG_EINVAL for NULL opt, an optimizer of another family (SGD;
- * Adam and AdamW; RMSprop; Adagrad; Adamax; NAdam; RAdam: each takes its
- * own function), a parameter already in a group, and the
+ * Adam and AdamW; RMSprop; Adagrad; Adadelta; Adamax; NAdam; RAdam; Rprop:
+ * each takes its own function), a parameter already in a group, and the
  * constructors' errors; on error nothing is changed. */
 TG_API int tg_sgd_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
                                   const tg_sgd_opts *opts);
@@ -234,12 +273,16 @@ TG_API int tg_rmsprop_add_param_group(tg_optimizer *opt, int n_params,
                                       tg_tensor *const *params, const tg_rmsprop_opts *opts);
 TG_API int tg_adagrad_add_param_group(tg_optimizer *opt, int n_params,
                                       tg_tensor *const *params, const tg_adagrad_opts *opts);
+TG_API int tg_adadelta_add_param_group(tg_optimizer *opt, int n_params,
+                                       tg_tensor *const *params, const tg_adadelta_opts *opts);
 TG_API int tg_adamax_add_param_group(tg_optimizer *opt, int n_params,
                                      tg_tensor *const *params, const tg_adamax_opts *opts);
 TG_API int tg_nadam_add_param_group(tg_optimizer *opt, int n_params,
                                     tg_tensor *const *params, const tg_nadam_opts *opts);
 TG_API int tg_radam_add_param_group(tg_optimizer *opt, int n_params,
                                     tg_tensor *const *params, const tg_radam_opts *opts);
+TG_API int tg_rprop_add_param_group(tg_optimizer *opt, int n_params,
+                                    tg_tensor *const *params, const tg_rprop_opts *opts);
 /* The number of param groups (1 for a new optimizer); 0 for NULL. */
 TG_API int tg_optimizer_param_group_count(const tg_optimizer *opt);
 /* opt.param_groups[group]["lr"].  TG_EINVAL when group is not in
@@ -248,8 +291,8 @@ TG_API int tg_optimizer_set_group_lr(tg_optimizer *opt, int group, double lr);
 TG_API double tg_optimizer_get_group_lr(const tg_optimizer *opt, int group);
 /* The momentum of param group `group` that torch's OneCycleLR and CyclicLR
  * cycle: SGD's and RMSprop's param_group["momentum"], the beta1
- * (param_group["betas"][0]) of Adam, AdamW, Adamax, NAdam and RAdam; Adagrad
- * has none.  TG_EINVAL when group is not in
+ * (param_group["betas"][0]) of Adam, AdamW, Adamax, NAdam and RAdam;
+ * Adagrad, Adadelta and Rprop have none.  TG_EINVAL when group is not in
  * [0, count), for a value the constructor would refuse (not finite, < 0,
  * beta1 >= 1, SGD momentum 0 with nesterov), for an optimizer without a
  * momentum (torch's "optimizer must support momentum"), and for RMSprop
@@ -295,7 +338,9 @@ TG_API int64_t tg_optimizer_steps(const tg_optimizer *opt);
  *   ".weight_decay", ".amsgrad", ".maximize"; for RMSprop "prefix.alpha",
  *   ".eps", ".weight_decay", ".momentum", ".centered", ".maximize"; for
  *   Adagrad "prefix.lr_decay", ".eps", ".weight_decay",
- *   ".initial_accumulator_value", ".maximize"; for Adamax "prefix.betas",
+ *   ".initial_accumulator_value", ".maximize"; for Adadelta "prefix.rho",
+ *   ".eps", ".weight_decay", ".maximize"; for Rprop "prefix.etas" and
+ *   "prefix.step_sizes" (two f64 each), ".maximize"; for Adamax "prefix.betas",
  *   ".eps", ".weight_decay", ".maximize"; for NAdam "prefix.betas", ".eps",
  *   ".weight_decay", ".momentum_decay"; for RAdam "prefix.betas", ".eps",
  *   ".weight_decay" (reals f64, flags i64 0 or 1);
@@ -312,9 +357,11 @@ TG_API int64_t tg_optimizer_steps(const tg_optimizer *opt);
  *   (Adagrad), or "prefix.<i>.exp_avg" and "prefix.<i>.exp_inf" (Adamax), or
  *   "prefix.<i>.mu_product" (0-d f32), "prefix.<i>.exp_avg" and
  *   "prefix.<i>.exp_avg_sq" (NAdam), or "prefix.<i>.exp_avg" and
- *   "prefix.<i>.exp_avg_sq" (RAdam);
+ *   "prefix.<i>.exp_avg_sq" (RAdam), or "prefix.<i>.square_avg" and
+ *   "prefix.<i>.acc_delta" (Adadelta), or "prefix.<i>.prev" and
+ *   "prefix.<i>.step_size" (Rprop);
  *   the metadata "prefix.kind" = "sgd" | "adam" | "adamw" | "rmsprop" |
- *   "adagrad" | "adamax" | "nadam" | "radam". */
+ *   "adagrad" | "adadelta" | "adamax" | "nadam" | "radam" | "rprop". */
 TG_API int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const char *prefix);
 /* Restores what state_save wrote, exactly, hyperparameters included (as
  * torch's load_state_dict restores param_groups): an optimizer made with

@@ -20,14 +20,17 @@ bool tg__opt_has_buf(tg__opt_kind k, const tg__opt_hparams *h, int j)
     case TG__OPT_ADAGRAD: return j == 0;
     case TG__OPT_ADAMAX:
     case TG__OPT_NADAM:
-    case TG__OPT_RADAM: return j < 2;
+    case TG__OPT_RADAM:
+    case TG__OPT_ADADELTA:
+    case TG__OPT_RPROP: return j < 2;
     default: return j < 2 || (j == 2 && h->amsgrad);
     }
 }
 
 bool tg__opt_momentum_is_beta1(tg__opt_kind k)
 {
-    return k != TG__OPT_SGD && k != TG__OPT_RMSPROP && k != TG__OPT_ADAGRAD;
+    return k == TG__OPT_ADAM || k == TG__OPT_ADAMW || k == TG__OPT_ADAMAX ||
+           k == TG__OPT_NADAM || k == TG__OPT_RADAM;
 }
 
 const char *tg__opt_buf_name(tg__opt_kind k, int j)
@@ -37,23 +40,27 @@ const char *tg__opt_buf_name(tg__opt_kind k, int j)
     static const char *const rms[TG__OPT_MAX_BUFS] = {"square_avg", "momentum_buffer",
                                                       "grad_avg"};
     static const char *const adamax[TG__OPT_MAX_BUFS] = {"exp_avg", "exp_inf", NULL};
+    static const char *const adadelta[TG__OPT_MAX_BUFS] = {"square_avg", "acc_delta", NULL};
+    static const char *const rprop[TG__OPT_MAX_BUFS] = {"prev", "step_size", NULL};
     if (k == TG__OPT_SGD) return "momentum_buffer";
     if (k == TG__OPT_ADAGRAD) return "sum";
     if (k == TG__OPT_ADAMAX) return adamax[j];
+    if (k == TG__OPT_ADADELTA) return adadelta[j];
+    if (k == TG__OPT_RPROP) return rprop[j];
     return k == TG__OPT_RMSPROP ? rms[j] : adam[j];
 }
 
 int tg__opt_n_buf_names(tg__opt_kind k)
 {
     if (k == TG__OPT_SGD || k == TG__OPT_ADAGRAD) return 1;
-    if (k == TG__OPT_ADAMAX || k == TG__OPT_NADAM || k == TG__OPT_RADAM) return 2;
-    return TG__OPT_MAX_BUFS;
+    if (k == TG__OPT_ADAM || k == TG__OPT_ADAMW || k == TG__OPT_RMSPROP) return TG__OPT_MAX_BUFS;
+    return 2;
 }
 
 const char *tg__opt_kind_name(tg__opt_kind k)
 {
-    static const char *const names[] = {"sgd",     "adam",   "adamw", "rmsprop",
-                                        "adagrad", "adamax", "nadam", "radam"};
+    static const char *const names[] = {"sgd",    "adam",  "adamw", "rmsprop",  "adagrad",
+                                        "adamax", "nadam", "radam", "adadelta", "rprop"};
     _Static_assert(sizeof names / sizeof *names == TG__OPT_N_KINDS, "a name per kind");
     return names[k];
 }
@@ -152,6 +159,22 @@ int tg_radam_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_r
     return opt_new("radam", TG__OPT_RADAM, out, n, params, &h);
 }
 
+int tg_adadelta_new(tg_optimizer **out, int n, tg_tensor *const *params,
+                    const tg_adadelta_opts *opts)
+{
+    TG_CHECK(opts != NULL, TG_EINVAL,
+             "adadelta: opts must not be NULL (use TG_ADADELTA_OPTS_INIT)");
+    tg__opt_hparams h = tg__opt_adadelta_hparams(opts);
+    return opt_new("adadelta", TG__OPT_ADADELTA, out, n, params, &h);
+}
+
+int tg_rprop_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_rprop_opts *opts)
+{
+    TG_CHECK(opts != NULL, TG_EINVAL, "rprop: opts must not be NULL (use TG_RPROP_OPTS_INIT)");
+    tg__opt_hparams h = tg__opt_rprop_hparams(opts);
+    return opt_new("rprop", TG__OPT_RPROP, out, n, params, &h);
+}
+
 void tg_optimizer_free(tg_optimizer *opt)
 {
     if (!opt) return;
@@ -192,7 +215,8 @@ static int check_grads(const tg_optimizer *o, int64_t *max_numel)
 }
 
 /* Into fresh[i][j], for each parameter that has a gradient: its missing
- * state buffers (zeros; Adagrad's sum initial_accumulator_value), or, when the parameter's dtype changed since they
+ * state buffers (zeros; Adagrad's sum initial_accumulator_value, Rprop's
+ * step_size lr), or, when the parameter's dtype changed since they
  * were made (tg_module_to_dtype), its buffers converted to its compute dtype
  * (converted[i]).  Nothing is installed, so on ENOMEM opt is unchanged. */
 static int make_state(const tg_optimizer *o, tg_tensor *(*fresh)[TG__OPT_MAX_BUFS],
@@ -214,6 +238,8 @@ static int make_state(const tg_optimizer *o, tg_tensor *(*fresh)[TG__OPT_MAX_BUF
                     return TG_ENOMEM;
                 else if (o->kind == TG__OPT_ADAGRAD)   /* torch's full_like(p, initial value) */
                     TG_TRY(tg_tensor_fill(fresh[i][j], g->h.initial_accumulator_value));
+                else if (o->kind == TG__OPT_RPROP && j == 1)   /* step_size: the group's lr */
+                    TG_TRY(tg_tensor_fill(fresh[i][j], g->h.lr));
             }
             converted[i] = old[0] != NULL;
         }
@@ -249,6 +275,8 @@ static void update_one(tg_optimizer *o, const tg__opt_hparams *h, int i, bool fi
         tg__nadam_update(h, cdt, pd, gd, st, n);
         break;
     case TG__OPT_RADAM: tg__radam_update(h, cdt, pd, gd, st, n); break;
+    case TG__OPT_ADADELTA: tg__adadelta_update(h, cdt, pd, gd, st, n); break;
+    case TG__OPT_RPROP: tg__rprop_update(h, cdt, pd, gd, st, n); break;
     default: tg__adam_update(h, o->kind == TG__OPT_ADAMW, cdt, pd, gd, st, n); break;
     }
     if (!p_direct) tg__scatter(p, cdt, pbuf);
@@ -373,6 +401,15 @@ static int make_radam(tg_optimizer **out, int n, tg_tensor *const *p, const void
     return tg_radam_new(out, n, p, o);
 }
 
+static int make_adadelta(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
+{
+    return tg_adadelta_new(out, n, p, o);
+}
+static int make_rprop(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
+{
+    return tg_rprop_new(out, n, p, o);
+}
+
 int tg_sgd_from_module(tg_optimizer **out, const tg_module *m, const tg_sgd_opts *opts)
 {
     return from_module("sgd_from_module", out, m, opts, make_sgd);
@@ -411,4 +448,15 @@ int tg_nadam_from_module(tg_optimizer **out, const tg_module *m, const tg_nadam_
 int tg_radam_from_module(tg_optimizer **out, const tg_module *m, const tg_radam_opts *opts)
 {
     return from_module("radam_from_module", out, m, opts, make_radam);
+}
+
+int tg_adadelta_from_module(tg_optimizer **out, const tg_module *m,
+                            const tg_adadelta_opts *opts)
+{
+    return from_module("adadelta_from_module", out, m, opts, make_adadelta);
+}
+
+int tg_rprop_from_module(tg_optimizer **out, const tg_module *m, const tg_rprop_opts *opts)
+{
+    return from_module("rprop_from_module", out, m, opts, make_rprop);
 }

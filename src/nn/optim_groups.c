@@ -57,6 +57,19 @@ tg__opt_hparams tg__opt_radam_hparams(const tg_radam_opts *o)
                              .weight_decay = o->weight_decay};
 }
 
+tg__opt_hparams tg__opt_adadelta_hparams(const tg_adadelta_opts *o)
+{
+    return (tg__opt_hparams){.lr = o->lr, .rho = o->rho, .eps = o->eps,
+                             .weight_decay = o->weight_decay, .maximize = o->maximize};
+}
+
+tg__opt_hparams tg__opt_rprop_hparams(const tg_rprop_opts *o)
+{
+    return (tg__opt_hparams){.lr = o->lr, .eta_minus = o->eta_minus, .eta_plus = o->eta_plus,
+                             .step_size_min = o->step_size_min,
+                             .step_size_max = o->step_size_max, .maximize = o->maximize};
+}
+
 /* ---- checks ------------------------------------------------------------------ */
 
 /* A hyperparameter's name in messages: the option's (beta1), or with a
@@ -96,6 +109,12 @@ int tg__opt_check_hparams(tg__opt_kind k, const tg__opt_hparams *h, const char *
                  h->momentum, h->dampening);
         return TG_OK;
     }
+    if (k == TG__OPT_RPROP) {   /* torch's check; the step sizes are not checked there */
+        TG_CHECK(h->eta_minus > 0 && h->eta_minus < 1 && h->eta_plus > 1, TG_EINVAL,
+                 "%s: %s=(%g, %g) must be 0 < eta_minus < 1 < eta_plus", what,
+                 hp_name(n, prefix, g, "etas", "etas", -1), h->eta_minus, h->eta_plus);
+        return TG_OK;
+    }
     TG_CHECK(h->eps >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
              hp_name(n, prefix, g, "eps", "eps", -1), h->eps);
     if (k == TG__OPT_RMSPROP) {   /* torch's checks: no upper bound on alpha */
@@ -111,6 +130,11 @@ int tg__opt_check_hparams(tg__opt_kind k, const tg__opt_hparams *h, const char *
         TG_CHECK(h->initial_accumulator_value >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
                  hp_name(n, prefix, g, "initial_accumulator_value", "initial_accumulator_value",
                          -1), h->initial_accumulator_value);
+        return TG_OK;
+    }
+    if (k == TG__OPT_ADADELTA) {   /* torch's check */
+        TG_CHECK(h->rho >= 0 && h->rho <= 1, TG_EINVAL, "%s: %s=%g must be in [0, 1]", what,
+                 hp_name(n, prefix, g, "rho", "rho", -1), h->rho);
         return TG_OK;
     }
     if (k == TG__OPT_NADAM)
@@ -196,15 +220,18 @@ static int add_group(const char *what, tg_optimizer *opt, int n, tg_tensor *cons
 }
 
 /* TG_EINVAL unless opt is of family `want` (SGD; Adam and AdamW; RMSprop;
- * Adagrad; Adamax; NAdam; RAdam), the one that what's function adds to. */
+ * Adagrad; Adamax; NAdam; RAdam; Adadelta; Rprop), the one that what's
+ * function adds to. */
 static int check_family(const char *what, const tg_optimizer *opt, tg__opt_kind want)
 {
     static const char *const adds[] = {"an SGD", "Adam and AdamW", "Adam and AdamW",
-                                       "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam"};
+                                       "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam",
+                                       "Adadelta", "Rprop"};
     static const char *const fns[] = {"tg_sgd_add_param_group", "tg_adam_add_param_group",
                                       "tg_adam_add_param_group", "tg_rmsprop_add_param_group",
                                       "tg_adagrad_add_param_group", "tg_adamax_add_param_group",
-                                      "tg_nadam_add_param_group", "tg_radam_add_param_group"};
+                                      "tg_nadam_add_param_group", "tg_radam_add_param_group",
+                                      "tg_adadelta_add_param_group", "tg_rprop_add_param_group"};
     _Static_assert(sizeof adds / sizeof *adds == TG__OPT_N_KINDS &&
                    sizeof fns / sizeof *fns == TG__OPT_N_KINDS, "an entry per kind");
     TG_CHECK(opt != NULL, TG_EINVAL, "%s: opt must not be NULL", what);
@@ -274,6 +301,24 @@ int tg_radam_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *
     const char *what = "radam_add_param_group";
     TG_TRY(check_family(what, opt, TG__OPT_RADAM));
     tg__opt_hparams h = opts ? tg__opt_radam_hparams(opts) : opt->defaults;
+    return add_group(what, opt, n_params, params, &h);
+}
+
+int tg_adadelta_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
+                                const tg_adadelta_opts *opts)
+{
+    const char *what = "adadelta_add_param_group";
+    TG_TRY(check_family(what, opt, TG__OPT_ADADELTA));
+    tg__opt_hparams h = opts ? tg__opt_adadelta_hparams(opts) : opt->defaults;
+    return add_group(what, opt, n_params, params, &h);
+}
+
+int tg_rprop_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
+                             const tg_rprop_opts *opts)
+{
+    const char *what = "rprop_add_param_group";
+    TG_TRY(check_family(what, opt, TG__OPT_RPROP));
+    tg__opt_hparams h = opts ? tg__opt_rprop_hparams(opts) : opt->defaults;
     return add_group(what, opt, n_params, params, &h);
 }
 

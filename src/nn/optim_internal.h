@@ -14,6 +14,8 @@ typedef enum tg__opt_kind {
     TG__OPT_ADAMAX,
     TG__OPT_NADAM,
     TG__OPT_RADAM,
+    TG__OPT_ADADELTA,
+    TG__OPT_RPROP,
     TG__OPT_N_KINDS   /* the count, for tables indexed by kind */
 } tg__opt_kind;
 
@@ -25,7 +27,8 @@ typedef enum tg__opt_kind {
  * exp_avg, exp_avg_sq and (amsgrad) max_exp_avg_sq; RMSprop's square_avg,
  * (momentum > 0) momentum_buffer and (centered) grad_avg; Adagrad's sum;
  * Adamax's exp_avg and exp_inf; NAdam's and RAdam's exp_avg and
- * exp_avg_sq. */
+ * exp_avg_sq; Adadelta's square_avg and acc_delta; Rprop's prev and
+ * step_size. */
 typedef struct tg__opt_state {
     int64_t step;                       /* all but SGD: this parameter's steps */
     double mu_product;                  /* NAdam: the product of its mu, an f32 value */
@@ -39,10 +42,13 @@ typedef struct tg__opt_state {
  * Adagrad lr, lr_decay, weight_decay, initial_accumulator_value, eps and
  * maximize; Adamax lr, beta1, beta2, eps, weight_decay and maximize; NAdam
  * lr, beta1, beta2, eps, weight_decay and momentum_decay; RAdam lr, beta1,
- * beta2, eps and weight_decay. */
+ * beta2, eps and weight_decay; Adadelta lr, rho, eps, weight_decay and
+ * maximize; Rprop lr, eta_minus, eta_plus (torch's etas), step_size_min,
+ * step_size_max (torch's step_sizes) and maximize. */
 typedef struct tg__opt_hparams {
     double lr, momentum, dampening, weight_decay, beta1, beta2, eps, alpha;
-    double lr_decay, initial_accumulator_value, momentum_decay;
+    double lr_decay, initial_accumulator_value, momentum_decay, rho;
+    double eta_minus, eta_plus, step_size_min, step_size_max;
     bool nesterov, amsgrad, centered, maximize;
 } tg__opt_hparams;
 
@@ -76,6 +82,8 @@ tg__opt_hparams tg__opt_adagrad_hparams(const tg_adagrad_opts *o);
 tg__opt_hparams tg__opt_adamax_hparams(const tg_adamax_opts *o);
 tg__opt_hparams tg__opt_nadam_hparams(const tg_nadam_opts *o);
 tg__opt_hparams tg__opt_radam_hparams(const tg_radam_opts *o);
+tg__opt_hparams tg__opt_adadelta_hparams(const tg_adadelta_opts *o);
+tg__opt_hparams tg__opt_rprop_hparams(const tg_rprop_opts *o);
 
 /* TG_EINVAL unless h is valid for kind k: the rules of the constructors
  * (optim.h).  The message names each value as the constructors' option
@@ -104,12 +112,14 @@ bool tg__opt_momentum_is_beta1(tg__opt_kind k);
  * whenever any is). */
 bool tg__opt_has_buf(tg__opt_kind k, const tg__opt_hparams *h, int j);
 /* Buffer j's name: "momentum_buffer"; "exp_avg", "exp_avg_sq", "max_exp_avg_sq";
- * "square_avg", "momentum_buffer", "grad_avg"; "sum"; "exp_avg", "exp_inf". */
+ * "square_avg", "momentum_buffer", "grad_avg"; "sum"; "exp_avg", "exp_inf";
+ * "square_avg", "acc_delta"; "prev", "step_size". */
 const char *tg__opt_buf_name(tg__opt_kind k, int j);
-/* The number of buffer names of kind k (1 for SGD and Adagrad, 2 for
- * Adamax, NAdam and RAdam, else 3). */
+/* The number of buffer names of kind k (1 for SGD and Adagrad, 3 for Adam,
+ * AdamW and RMSprop, else 2). */
 int tg__opt_n_buf_names(tg__opt_kind k);
-/* "sgd", "adam", "adamw", "rmsprop", "adagrad", "adamax", "nadam", "radam". */
+/* "sgd", "adam", "adamw", "rmsprop", "adagrad", "adamax", "nadam", "radam",
+ * "adadelta", "rprop". */
 const char *tg__opt_kind_name(tg__opt_kind k);
 
 /* The updates of one parameter with hyperparameters h (optim_update.c).
@@ -128,9 +138,10 @@ void tg__optim_set_simd(bool on);
 /* RMSprop; also increments st->step. */
 void tg__rmsprop_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
                         tg__opt_state *st, int64_t n);
-/* Adagrad, Adamax, NAdam and RAdam (optim_update_more.c); each increments
- * st->step.  Adagrad's sum and NAdam's mu_product must hold their starting
- * values (initial_accumulator_value, 1) before the first step. */
+/* Adagrad, Adamax, NAdam, RAdam, Adadelta and Rprop (optim_update_more.c);
+ * each increments st->step.  Adagrad's sum, NAdam's mu_product and Rprop's
+ * step_size must hold their starting values (initial_accumulator_value, 1,
+ * lr) before the first step. */
 void tg__adagrad_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
                         tg__opt_state *st, int64_t n);
 void tg__adamax_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
@@ -138,6 +149,10 @@ void tg__adamax_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const vo
 void tg__nadam_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
                       tg__opt_state *st, int64_t n);
 void tg__radam_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
+                      tg__opt_state *st, int64_t n);
+void tg__adadelta_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
+                         tg__opt_state *st, int64_t n);
+void tg__rprop_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
                       tg__opt_state *st, int64_t n);
 
 #endif

@@ -5,9 +5,9 @@
  * swapping it in, so a bad file leaves the optimizer unchanged.
  *
  * A group's value of a hyperparameter sits in one tensor per key, one value
- * per group: 0-d (betas: shape (2)) for an optimizer of one group, the
- * format of files from before groups; shape (G) (betas: (G, 2)) for G > 1
- * groups, whose sizes "prefix.param_groups" (i64, (G)) gives. */
+ * per group: 0-d (pairs such as betas: shape (2)) for an optimizer of one
+ * group, the format of files from before groups; shape (G) (pairs: (G, 2))
+ * for G > 1 groups, whose sizes "prefix.param_groups" (i64, (G)) gives. */
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -50,12 +50,13 @@ static int put_copy(tg_st_file *f, const char *k, const tg_tensor *t)
 }
 
 /* The hyperparameters saved besides lr, under torch's param_group keys:
- * "betas" holds two f64 values per group, the flags i64 0 or 1, the rest
- * f64.  A file without one (written before they were saved) leaves the
- * optimizer's values as they are. */
+ * "betas", "etas" and "step_sizes" hold two f64 values per group, the
+ * flags i64 0 or 1, the rest f64.  A file without one (written before they
+ * were saved) leaves the optimizer's values as they are. */
 typedef enum { HP_REAL, HP_FLAG, HP_PAIR } hp_form;
 enum {   /* the kinds that have an entry */
     K_SGD = 1, K_ADAM = 2, K_RMS = 4, K_ADAGRAD = 8, K_ADAMAX = 16, K_NADAM = 32, K_RADAM = 64,
+    K_ADADELTA = 128, K_RPROP = 256,
     K_BETAS = K_ADAM | K_ADAMAX | K_NADAM | K_RADAM,
 };
 typedef struct hp_entry {
@@ -72,22 +73,27 @@ static const hp_entry hps[] = {
     {"nesterov", K_SGD, HP_FLAG, HP(nesterov), 0},
     {"betas", K_BETAS, HP_PAIR, HP(beta1), HP(beta2)},
     {"alpha", K_RMS, HP_REAL, HP(alpha), 0},
+    {"rho", K_ADADELTA, HP_REAL, HP(rho), 0},
+    {"etas", K_RPROP, HP_PAIR, HP(eta_minus), HP(eta_plus)},
+    {"step_sizes", K_RPROP, HP_PAIR, HP(step_size_min), HP(step_size_max)},
     {"lr_decay", K_ADAGRAD, HP_REAL, HP(lr_decay), 0},
-    {"eps", K_BETAS | K_RMS | K_ADAGRAD, HP_REAL, HP(eps), 0},
+    {"eps", K_BETAS | K_RMS | K_ADAGRAD | K_ADADELTA, HP_REAL, HP(eps), 0},
     {"amsgrad", K_ADAM, HP_FLAG, HP(amsgrad), 0},
     {"centered", K_RMS, HP_FLAG, HP(centered), 0},
     {"initial_accumulator_value", K_ADAGRAD, HP_REAL, HP(initial_accumulator_value), 0},
     {"momentum_decay", K_NADAM, HP_REAL, HP(momentum_decay), 0},
-    {"weight_decay", K_SGD | K_BETAS | K_RMS | K_ADAGRAD, HP_REAL, HP(weight_decay), 0},
-    {"maximize", K_SGD | K_ADAM | K_RMS | K_ADAGRAD | K_ADAMAX, HP_FLAG, HP(maximize), 0},
+    {"weight_decay", K_SGD | K_BETAS | K_RMS | K_ADAGRAD | K_ADADELTA, HP_REAL,
+     HP(weight_decay), 0},
+    {"maximize", K_SGD | K_ADAM | K_RMS | K_ADAGRAD | K_ADAMAX | K_ADADELTA | K_RPROP, HP_FLAG,
+     HP(maximize), 0},
 };
 #undef HP
 #define N_HPS (sizeof hps / sizeof *hps)
 
 static bool hp_of(const hp_entry *e, tg__opt_kind k)
 {
-    static const unsigned bit[] = {K_SGD,     K_ADAM,    K_ADAM,  K_RMS,
-                                   K_ADAGRAD, K_ADAMAX, K_NADAM, K_RADAM};
+    static const unsigned bit[] = {K_SGD,    K_ADAM,  K_ADAM,  K_RMS,      K_ADAGRAD,
+                                   K_ADAMAX, K_NADAM, K_RADAM, K_ADADELTA, K_RPROP};
     _Static_assert(sizeof bit / sizeof *bit == TG__OPT_N_KINDS, "a bit per kind");
     return (e->kinds & bit[k]) != 0;
 }

@@ -1,5 +1,5 @@
 /* src/nn/optim_update_more.c - the per-parameter update rules of Adagrad,
- * Adamax, NAdam and RAdam, as PyTorch 1.13's _single_tensor_* functions do
+ * Adamax, NAdam, RAdam, Adadelta and Rprop, as PyTorch 1.13's _single_tensor_* functions do
  * them: the same operations in the same order, in the state's dtype T,
  * scalar factors computed in double as Python computes them and converted
  * to T as torch's kernels convert their Scalar arguments.  torch's kernels
@@ -209,4 +209,85 @@ void tg__radam_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const voi
         q.c = sqrt((rho_t - 4) * (rho_t - 2) * rho_inf /
                    ((rho_inf - 4) * (rho_inf - 2) * rho_t));
     run(&q, n, radam_range);
+}
+
+/* Adadelta, a = -lr:  g = -g (maximize);  g = g + wd * p;
+ * v = v * rho + (1 - rho) * g * g;  std = sqrt(v + eps);
+ * d = sqrt(u + eps) / std * g;  u = u * rho + (1 - rho) * d * d;  p = p + a * d. */
+#define ADADELTA_LOOP(T)                                                      \
+    {                                                                         \
+        T *pp = q->p, *v = tg_tensor_data(q->st->buf[0]), *u = tg_tensor_data(q->st->buf[1]); \
+        const T *gg = q->g;                                                   \
+        const T wd = (T)h->weight_decay, eps = (T)h->eps, a = (T)q->a;        \
+        const T rho = (T)h->rho, c = (T)(1.0 - h->rho);                       \
+        for (int64_t i = lo; i < hi; i++) {                                   \
+            T gi = h->maximize ? -gg[i] : gg[i];                              \
+            if (h->weight_decay != 0) gi = gi + wd * pp[i];                   \
+            v[i] = v[i] * rho + c * gi * gi;                                  \
+            const T std = (T)sqrt(v[i] + eps);                                \
+            const T d = (T)sqrt(u[i] + eps) / std * gi;                       \
+            u[i] = u[i] * rho + c * d * d;                                    \
+            pp[i] = pp[i] + a * d;                                            \
+        }                                                                     \
+    }
+
+static void adadelta_range(void *job, int64_t lo, int64_t hi)
+{
+    const more_job *q = job;
+    const tg__opt_hparams *h = q->h;
+    if (q->cdt == TG_F64) ADADELTA_LOOP(double)
+    else ADADELTA_LOOP(float)
+}
+
+void tg__adadelta_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
+                         tg__opt_state *st, int64_t n)
+{
+    TG_ASSERT(st->buf[0] != NULL && st->buf[1] != NULL);
+    st->step++;
+    more_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st, .a = -h->lr};
+    run(&q, n, adadelta_range);
+}
+
+/* Rprop:  g = -g (maximize);  s = g * prev;  f = eta_plus where s > 0,
+ * eta_minus where s < 0, else 1 (torch's sign of NaN is 0);
+ * step = clamp(step * f, min, max) (min(max(x, min), max): max where
+ * min > max, NaN kept);  g = 0 where f is eta_minus;
+ * p = p + -1 * sign(g) * step (sign(NaN) = 0);  prev = g. */
+#define RPROP_LOOP(T)                                                         \
+    {                                                                         \
+        T *pp = q->p, *prev = tg_tensor_data(q->st->buf[0]);                  \
+        T *step = tg_tensor_data(q->st->buf[1]);                              \
+        const T *gg = q->g;                                                   \
+        const T up = (T)h->eta_plus, down = (T)h->eta_minus, m1 = -1;        \
+        const T lo_s = (T)h->step_size_min, hi_s = (T)h->step_size_max;       \
+        for (int64_t i = lo; i < hi; i++) {                                   \
+            T gi = h->maximize ? -gg[i] : gg[i];                              \
+            const T s = gi * prev[i];                                         \
+            const T f = s > 0 ? up : s < 0 ? down : (T)1;                     \
+            T x = step[i] * f;                                                \
+            if (!isnan(x)) x = x < lo_s ? lo_s : x;                           \
+            if (!isnan(x)) x = x > hi_s ? hi_s : x;                           \
+            step[i] = x;                                                      \
+            if (f == down) gi = 0;                                            \
+            const T sg = gi > 0 ? (T)1 : gi < 0 ? (T)-1 : (T)0;               \
+            pp[i] = pp[i] + m1 * sg * step[i];                                \
+            prev[i] = gi;                                                     \
+        }                                                                     \
+    }
+
+static void rprop_range(void *job, int64_t lo, int64_t hi)
+{
+    const more_job *q = job;
+    const tg__opt_hparams *h = q->h;
+    if (q->cdt == TG_F64) RPROP_LOOP(double)
+    else RPROP_LOOP(float)
+}
+
+void tg__rprop_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
+                      tg__opt_state *st, int64_t n)
+{
+    TG_ASSERT(st->buf[0] != NULL && st->buf[1] != NULL);
+    st->step++;
+    more_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st};
+    run(&q, n, rprop_range);
 }
