@@ -26,6 +26,8 @@ tests/golden/optim/<config>_<f32|f64>.safetensors, one per optimizer config:
                      GROUPS, "groups" = "2" and "g1.<option>", the options
                      of parameter 1's param group that differ from the
                      constructor's (parameter 0's group).
+tests/golden/optim/lbfgs*_<f32|f64>.safetensors: torch.optim.LBFGS on a
+  small regression (lbfgs_case below).
 tests/golden/optim/loss.safetensors (f64):
   <loss>.input, <loss>.target and per reduction r in mean/sum/none:
   <loss>.<r>.value, <loss>.<r>.grad_input (and .grad_target for the
@@ -401,11 +403,58 @@ def clip_cases():
     write_safetensors(os.path.join(OUT, "clip.safetensors"), tensors, meta)
 
 
+# L-BFGS on a small regression, loss = mse(tanh(X W) v, y), W (3, 4), v (4,):
+# a fixed step with a short history (pairs dropped), the strong Wolfe line
+# search, and torch's defaults (which stop on tolerance_change).
+LBFGS_CASES = {
+    "lbfgs": dict(lr=1, max_iter=5, history_size=3),
+    "lbfgs_wolfe": dict(lr=1, max_iter=10, history_size=4, line_search_fn="strong_wolfe"),
+    "lbfgs_default": dict(),
+}
+
+
+def lbfgs_case(name, opts, dtype):
+    """tests/golden/optim/<name>_<f32|f64>.safetensors: X, y, W.init, v.init;
+    after step k (k = 0..2) W.step<k>, v.step<k>, loss<k> (the step's return
+    value, its first evaluation), func_evals<k> and n_iter<k> (torch's state);
+    metadata the options (max_eval as torch computed it, line_search_fn "1"
+    for strong_wolfe, else "0")."""
+    gen = torch.Generator().manual_seed(77)
+    rnd = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64).to(dtype)
+    X, y, W, v = rnd(8, 3), rnd(8), rnd(3, 4).requires_grad_(), rnd(4).requires_grad_()
+    tensors = [("X", X), ("y", y), ("W.init", W.detach().clone()), ("v.init", v.detach().clone())]
+    opt = torch.optim.LBFGS([W, v], **opts)
+
+    def closure():
+        opt.zero_grad()
+        loss = F.mse_loss(torch.tanh(X @ W) @ v, y)
+        loss.backward()
+        return loss
+    for k in range(3):
+        loss = opt.step(closure)
+        st = opt.state[W]
+        tensors += [("W.step%d" % k, W.detach().clone()), ("v.step%d" % k, v.detach().clone()),
+                    ("loss%d" % k, torch.tensor(float(loss), dtype=torch.float64)),
+                    ("func_evals%d" % k, torch.tensor(st["func_evals"], dtype=torch.int64)),
+                    ("n_iter%d" % k, torch.tensor(st["n_iter"], dtype=torch.int64))]
+    g = opt.param_groups[0]
+    meta = {"kind": "lbfgs", "lr": repr(float(g["lr"])), "max_iter": str(g["max_iter"]),
+            "max_eval": str(g["max_eval"]), "tolerance_grad": repr(g["tolerance_grad"]),
+            "tolerance_change": repr(g["tolerance_change"]),
+            "history_size": str(g["history_size"]),
+            "line_search_fn": "1" if g["line_search_fn"] == "strong_wolfe" else "0"}
+    suffix = "f32" if dtype == torch.float32 else "f64"
+    write_safetensors(os.path.join(OUT, "%s_%s.safetensors" % (name, suffix)), tensors, meta)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     for name, cls, opts in CONFIGS:
         for dtype in (torch.float32, torch.float64):
             optim_case(name, cls, opts, dtype)
+    for name, opts in LBFGS_CASES.items():
+        for dtype in (torch.float32, torch.float64):
+            lbfgs_case(name, opts, dtype)
     loss_cases()
     clip_cases()
 

@@ -1,5 +1,5 @@
-/* tapegrad/optim.h - SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam
- * and Rprop with PyTorch 1.13's update rules.
+/* tapegrad/optim.h - SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam,
+ * Rprop and L-BFGS with PyTorch 1.13's update rules.
  *
  *   tg_optimizer *opt;
  *   tg_adam_opts o = TG_ADAM_OPTS_INIT;   // lr 1e-3, betas (0.9, 0.999), eps 1e-8
@@ -197,6 +197,32 @@ typedef struct tg_rprop_opts {
     {.lr = 1e-2, .eta_minus = 0.5, .eta_plus = 1.2, .step_size_min = 1e-6, \
      .step_size_max = 50.0, .maximize = false}
 
+/* torch.optim.LBFGS: each step (tg_optimizer_step_closure; it needs the
+ * closure) runs up to max_iter L-BFGS iterations over all the parameters
+ * as one flat vector: the direction from the last history_size pairs of
+ * (gradient change, step), the step length lr (the first iteration ever:
+ * min(1, 1 / sum |g|) * lr), or with strong_wolfe a line search for the
+ * strong Wolfe conditions (torch's line_search_fn="strong_wolfe", c1 1e-4,
+ * c2 0.9, 25 evaluations at most); it stops early after max_eval closure
+ * calls (0: max_iter * 5 / 4, torch's None), when max |g| <= tolerance_grad,
+ * or when the step or the loss changes by less than tolerance_change.  One
+ * param group (no tg_*_add_param_group).  The arithmetic is in double
+ * (torch's in the parameters' dtype): f64 parameters follow torch's to
+ * rounding, f32 ones to f32 rounding.  lr finite and >= 0; max_iter,
+ * history_size >= 1, max_eval >= 0; tolerances >= 0. */
+typedef struct tg_lbfgs_opts {
+    double lr;
+    int max_iter;
+    int max_eval;
+    double tolerance_grad;
+    double tolerance_change;
+    int history_size;
+    bool strong_wolfe;
+} tg_lbfgs_opts;
+#define TG_LBFGS_OPTS_INIT                                                    \
+    {.lr = 1.0, .max_iter = 20, .max_eval = 0, .tolerance_grad = 1e-7,        \
+     .tolerance_change = 1e-9, .history_size = 100, .strong_wolfe = false}
+
 /* Each makes *out a new optimizer over params[0..n_params) (retained).
  * TG_EINVAL for a bad option, NULL/duplicate/non-leaf parameter, or
  * n_params < 1; TG_EDTYPE for a non-float parameter. */
@@ -220,6 +246,8 @@ TG_API int tg_radam_new(tg_optimizer **out, int n_params, tg_tensor *const *para
                         const tg_radam_opts *opts);
 TG_API int tg_rprop_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
                         const tg_rprop_opts *opts);
+TG_API int tg_lbfgs_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
+                        const tg_lbfgs_opts *opts);
 /* The same over the parameters of module m (tg_module_parameters: each
  * tensor once, in state-dict order), as torch.optim.Adam(model.parameters()).
  * TG_EINVAL for NULL or a module without parameters. */
@@ -243,6 +271,8 @@ TG_API int tg_radam_from_module(tg_optimizer **out, const tg_module *m,
                                 const tg_radam_opts *opts);
 TG_API int tg_rprop_from_module(tg_optimizer **out, const tg_module *m,
                                 const tg_rprop_opts *opts);
+TG_API int tg_lbfgs_from_module(tg_optimizer **out, const tg_module *m,
+                                const tg_lbfgs_opts *opts);
 /* Frees opt and releases its parameters; NULL does nothing. */
 TG_API void tg_optimizer_free(tg_optimizer *opt);
 
@@ -305,8 +335,21 @@ TG_API double tg_optimizer_get_group_momentum(const tg_optimizer *opt, int group
 /* One update of every parameter whose .grad is set (others are skipped),
  * with grad mode off; writes the parameters in place and bumps their
  * versions.  TG_ESHAPE when a gradient's shape differs from its parameter's
- * (checked for all before any is updated). */
+ * (checked for all before any is updated); TG_EINVAL for L-BFGS, which
+ * needs tg_optimizer_step_closure. */
 TG_API int tg_optimizer_step(tg_optimizer *opt);
+/* torch's opt.step(closure): closure(user, &loss) re-evaluates the model
+ * (typically: zero the gradients, compute the loss, tg_backward, write the
+ * loss's value into *loss) and returns TG_OK or a negative status, which
+ * ends the step with that status.  It runs with grad mode on.  For L-BFGS
+ * the closure is called as often as its iterations and line search need;
+ * for the others once, then the step.  *loss (may be NULL): the first
+ * call's loss, torch's return value.  TG_EINVAL for NULL opt or closure.
+ * On a closure's error an L-BFGS step leaves the parameters where that
+ * evaluation found them. */
+typedef int (*tg_closure_fn)(void *user, double *loss);
+TG_API int tg_optimizer_step_closure(tg_optimizer *opt, tg_closure_fn closure, void *user,
+                                     double *loss);
 /* Releases every parameter's gradient (PyTorch's set_to_none=True, its
  * default from torch 2.0); NULL does nothing. */
 TG_API void tg_optimizer_zero_grad(tg_optimizer *opt);
@@ -359,9 +402,17 @@ TG_API int64_t tg_optimizer_steps(const tg_optimizer *opt);
  *   "prefix.<i>.exp_avg_sq" (NAdam), or "prefix.<i>.exp_avg" and
  *   "prefix.<i>.exp_avg_sq" (RAdam), or "prefix.<i>.square_avg" and
  *   "prefix.<i>.acc_delta" (Adadelta), or "prefix.<i>.prev" and
- *   "prefix.<i>.step_size" (Rprop);
+ *   "prefix.<i>.step_size" (Rprop); for L-BFGS the hyperparameters
+ *   "prefix.max_iter", ".max_eval", ".tolerance_grad", ".tolerance_change",
+ *   ".history_size" (f64) and ".line_search_fn" (i64 1: strong_wolfe), and
+ *   its state, torch's state of the first parameter: "prefix.0.func_evals",
+ *   "prefix.0.n_iter" (0-d i64) and, after an iteration, "prefix.0.d",
+ *   "prefix.0.prev_flat_grad" (f64, the parameters' total size),
+ *   "prefix.0.old_dirs", "prefix.0.old_stps" (f64, (k, size), k pairs),
+ *   "prefix.0.ro" (f64, (k)), "prefix.0.t", "prefix.0.H_diag",
+ *   "prefix.0.prev_loss" (0-d f64; torch's scratch "al" is not kept);
  *   the metadata "prefix.kind" = "sgd" | "adam" | "adamw" | "rmsprop" |
- *   "adagrad" | "adadelta" | "adamax" | "nadam" | "radam" | "rprop". */
+ *   "adagrad" | "adadelta" | "adamax" | "nadam" | "radam" | "rprop" | "lbfgs". */
 TG_API int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const char *prefix);
 /* Restores what state_save wrote, exactly, hyperparameters included (as
  * torch's load_state_dict restores param_groups): an optimizer made with

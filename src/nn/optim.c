@@ -23,6 +23,7 @@ bool tg__opt_has_buf(tg__opt_kind k, const tg__opt_hparams *h, int j)
     case TG__OPT_RADAM:
     case TG__OPT_ADADELTA:
     case TG__OPT_RPROP: return j < 2;
+    case TG__OPT_LBFGS: return false;   /* its state is optim_lbfgs.c's */
     default: return j < 2 || (j == 2 && h->amsgrad);
     }
 }
@@ -52,6 +53,7 @@ const char *tg__opt_buf_name(tg__opt_kind k, int j)
 
 int tg__opt_n_buf_names(tg__opt_kind k)
 {
+    if (k == TG__OPT_LBFGS) return 0;
     if (k == TG__OPT_SGD || k == TG__OPT_ADAGRAD) return 1;
     if (k == TG__OPT_ADAM || k == TG__OPT_ADAMW || k == TG__OPT_RMSPROP) return TG__OPT_MAX_BUFS;
     return 2;
@@ -60,7 +62,8 @@ int tg__opt_n_buf_names(tg__opt_kind k)
 const char *tg__opt_kind_name(tg__opt_kind k)
 {
     static const char *const names[] = {"sgd",    "adam",  "adamw", "rmsprop",  "adagrad",
-                                        "adamax", "nadam", "radam", "adadelta", "rprop"};
+                                        "adamax", "nadam", "radam", "adadelta", "rprop",
+                                        "lbfgs"};
     _Static_assert(sizeof names / sizeof *names == TG__OPT_N_KINDS, "a name per kind");
     return names[k];
 }
@@ -175,9 +178,17 @@ int tg_rprop_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_r
     return opt_new("rprop", TG__OPT_RPROP, out, n, params, &h);
 }
 
+int tg_lbfgs_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_lbfgs_opts *opts)
+{
+    TG_CHECK(opts != NULL, TG_EINVAL, "lbfgs: opts must not be NULL (use TG_LBFGS_OPTS_INIT)");
+    tg__opt_hparams h = tg__opt_lbfgs_hparams(opts);
+    return opt_new("lbfgs", TG__OPT_LBFGS, out, n, params, &h);
+}
+
 void tg_optimizer_free(tg_optimizer *opt)
 {
     if (!opt) return;
+    tg__lbfgs_free(opt->lbfgs);
     for (int i = 0; i < opt->n; i++) {
         tg_tensor_release(opt->params[i]);
         for (int j = 0; j < TG__OPT_MAX_BUFS; j++) tg_tensor_release(opt->state[i].buf[j]);
@@ -286,6 +297,9 @@ static void update_one(tg_optimizer *o, const tg__opt_hparams *h, int i, bool fi
 static int optimizer_step(tg_optimizer *opt)
 {
     TG_CHECK(opt != NULL, TG_EINVAL, "optimizer_step: opt must not be NULL");
+    TG_CHECK(opt->kind != TG__OPT_LBFGS, TG_EINVAL,
+             "optimizer_step: lbfgs re-evaluates the loss: step it with "
+             "tg_optimizer_step_closure");
     int64_t max_numel;
     TG_TRY(check_grads(opt, &max_numel));
     /* Buffers for one parameter and its gradient, 8 bytes per element (f64). */
@@ -329,6 +343,27 @@ int tg_optimizer_step(tg_optimizer *opt)
 {
     const bool ranged = tg_profile_push("optimizer.step") == TG_OK;
     const int rc = optimizer_step(opt);
+    if (ranged) tg_profile_pop();
+    return rc;
+}
+
+int tg_optimizer_step_closure(tg_optimizer *opt, tg_closure_fn closure, void *user,
+                              double *loss)
+{
+    TG_CHECK(opt != NULL && closure != NULL, TG_EINVAL,
+             "optimizer_step_closure: opt and closure must not be NULL");
+    const bool ranged = tg_profile_push("optimizer.step") == TG_OK;
+    int rc;
+    if (opt->kind == TG__OPT_LBFGS) {
+        rc = tg__lbfgs_step(opt, closure, user, loss);
+    } else {
+        double l = NAN;
+        const bool prev = tg_set_grad_enabled(true);
+        rc = closure(user, &l);
+        tg_set_grad_enabled(prev);
+        if (rc >= 0) rc = optimizer_step(opt);
+        if (rc >= 0 && loss) *loss = l;
+    }
     if (ranged) tg_profile_pop();
     return rc;
 }
@@ -401,6 +436,10 @@ static int make_radam(tg_optimizer **out, int n, tg_tensor *const *p, const void
     return tg_radam_new(out, n, p, o);
 }
 
+static int make_lbfgs(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
+{
+    return tg_lbfgs_new(out, n, p, o);
+}
 static int make_adadelta(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
 {
     return tg_adadelta_new(out, n, p, o);
@@ -459,4 +498,9 @@ int tg_adadelta_from_module(tg_optimizer **out, const tg_module *m,
 int tg_rprop_from_module(tg_optimizer **out, const tg_module *m, const tg_rprop_opts *opts)
 {
     return from_module("rprop_from_module", out, m, opts, make_rprop);
+}
+
+int tg_lbfgs_from_module(tg_optimizer **out, const tg_module *m, const tg_lbfgs_opts *opts)
+{
+    return from_module("lbfgs_from_module", out, m, opts, make_lbfgs);
 }

@@ -70,6 +70,17 @@ tg__opt_hparams tg__opt_rprop_hparams(const tg_rprop_opts *o)
                              .step_size_max = o->step_size_max, .maximize = o->maximize};
 }
 
+tg__opt_hparams tg__opt_lbfgs_hparams(const tg_lbfgs_opts *o)
+{
+    /* torch's max_eval=None: max_iter * 5 // 4 */
+    const double max_eval = o->max_eval == 0 ? (double)((int64_t)o->max_iter * 5 / 4)
+                                             : (double)o->max_eval;
+    return (tg__opt_hparams){.lr = o->lr, .max_iter = o->max_iter, .max_eval = max_eval,
+                             .tolerance_grad = o->tolerance_grad,
+                             .tolerance_change = o->tolerance_change,
+                             .history_size = o->history_size, .strong_wolfe = o->strong_wolfe};
+}
+
 /* ---- checks ------------------------------------------------------------------ */
 
 /* A hyperparameter's name in messages: the option's (beta1), or with a
@@ -107,6 +118,26 @@ int tg__opt_check_hparams(tg__opt_kind k, const tg__opt_hparams *h, const char *
                  "%s: %s requires momentum > 0 and dampening == 0 (got momentum=%g, "
                  "dampening=%g)", what, hp_name(n, prefix, g, "nesterov", "nesterov", -1),
                  h->momentum, h->dampening);
+        return TG_OK;
+    }
+    if (k == TG__OPT_LBFGS) {   /* torch checks none of these */
+        const struct {
+            const char *name;
+            double v, lo;
+        } counts[3] = {{"max_iter", h->max_iter, 1}, {"max_eval", h->max_eval, 0},
+                       {"history_size", h->history_size, 1}};
+        for (int i = 0; i < 3; i++)
+            TG_CHECK(counts[i].v >= counts[i].lo && counts[i].v <= INT_MAX &&
+                         counts[i].v == floor(counts[i].v),
+                     TG_EINVAL, "%s: %s=%g must be an integer in [%g, %d]", what,
+                     hp_name(n, prefix, g, counts[i].name, counts[i].name, -1), counts[i].v,
+                     counts[i].lo, INT_MAX);
+        TG_CHECK(h->tolerance_grad >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
+                 hp_name(n, prefix, g, "tolerance_grad", "tolerance_grad", -1),
+                 h->tolerance_grad);
+        TG_CHECK(h->tolerance_change >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
+                 hp_name(n, prefix, g, "tolerance_change", "tolerance_change", -1),
+                 h->tolerance_change);
         return TG_OK;
     }
     if (k == TG__OPT_RPROP) {   /* torch's check; the step sizes are not checked there */
@@ -226,16 +257,19 @@ static int check_family(const char *what, const tg_optimizer *opt, tg__opt_kind 
 {
     static const char *const adds[] = {"an SGD", "Adam and AdamW", "Adam and AdamW",
                                        "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam",
-                                       "Adadelta", "Rprop"};
+                                       "Adadelta", "Rprop", "L-BFGS"};
     static const char *const fns[] = {"tg_sgd_add_param_group", "tg_adam_add_param_group",
                                       "tg_adam_add_param_group", "tg_rmsprop_add_param_group",
                                       "tg_adagrad_add_param_group", "tg_adamax_add_param_group",
                                       "tg_nadam_add_param_group", "tg_radam_add_param_group",
-                                      "tg_adadelta_add_param_group", "tg_rprop_add_param_group"};
+                                      "tg_adadelta_add_param_group", "tg_rprop_add_param_group",
+                                      "none"};
     _Static_assert(sizeof adds / sizeof *adds == TG__OPT_N_KINDS &&
                    sizeof fns / sizeof *fns == TG__OPT_N_KINDS, "an entry per kind");
     TG_CHECK(opt != NULL, TG_EINVAL, "%s: opt must not be NULL", what);
     const tg__opt_kind k = opt->kind == TG__OPT_ADAMW ? TG__OPT_ADAM : opt->kind;
+    TG_CHECK(k != TG__OPT_LBFGS, TG_EINVAL,
+             "%s: opt is 'lbfgs', which has one param group (as torch's LBFGS)", what);
     TG_CHECK(k == want, TG_EINVAL, "%s: opt is '%s'; %s adds to %s (%s to %s)", what,
              tg__opt_kind_name(opt->kind), fns[want], adds[want], fns[k], adds[k]);
     return TG_OK;

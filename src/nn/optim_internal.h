@@ -16,6 +16,7 @@ typedef enum tg__opt_kind {
     TG__OPT_RADAM,
     TG__OPT_ADADELTA,
     TG__OPT_RPROP,
+    TG__OPT_LBFGS,
     TG__OPT_N_KINDS   /* the count, for tables indexed by kind */
 } tg__opt_kind;
 
@@ -49,7 +50,8 @@ typedef struct tg__opt_hparams {
     double lr, momentum, dampening, weight_decay, beta1, beta2, eps, alpha;
     double lr_decay, initial_accumulator_value, momentum_decay, rho;
     double eta_minus, eta_plus, step_size_min, step_size_max;
-    bool nesterov, amsgrad, centered, maximize;
+    double max_iter, max_eval, tolerance_grad, tolerance_change, history_size;   /* L-BFGS */
+    bool nesterov, amsgrad, centered, maximize, strong_wolfe;
 } tg__opt_hparams;
 
 /* A param group: the optimizer's parameters [begin, end) and their
@@ -72,6 +74,7 @@ struct tg_optimizer {
     tg__opt_group *groups;     /* n_groups >= 1, consecutive, covering params[0..n) */
     tg__opt_hparams defaults;  /* the constructor's: torch's defaults for new groups */
     int64_t steps;             /* tg_optimizer_step calls */
+    struct tg__lbfgs *lbfgs;   /* L-BFGS: its state (owned), NULL until its first step */
 };
 
 /* The hyperparameters of a constructor's options. */
@@ -84,6 +87,7 @@ tg__opt_hparams tg__opt_nadam_hparams(const tg_nadam_opts *o);
 tg__opt_hparams tg__opt_radam_hparams(const tg_radam_opts *o);
 tg__opt_hparams tg__opt_adadelta_hparams(const tg_adadelta_opts *o);
 tg__opt_hparams tg__opt_rprop_hparams(const tg_rprop_opts *o);
+tg__opt_hparams tg__opt_lbfgs_hparams(const tg_lbfgs_opts *o);
 
 /* TG_EINVAL unless h is valid for kind k: the rules of the constructors
  * (optim.h).  The message names each value as the constructors' option
@@ -154,5 +158,16 @@ void tg__adadelta_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const 
                          tg__opt_state *st, int64_t n);
 void tg__rprop_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
                       tg__opt_state *st, int64_t n);
+
+/* L-BFGS (optim_lbfgs.c): one step of opt (kind TG__OPT_LBFGS) with the
+ * closure, as tg_optimizer_step_closure; its state freed; saved under
+ * prefix; checked and read from f, for a history of history_size pairs,
+ * into a new state (*out NULL when f holds none), swapped in by the
+ * caller. */
+int tg__lbfgs_step(tg_optimizer *opt, tg_closure_fn closure, void *user, double *loss);
+void tg__lbfgs_free(struct tg__lbfgs *s);
+int tg__lbfgs_state_save(const tg_optimizer *opt, tg_st_file *f, const char *prefix);
+int tg__lbfgs_state_read(const tg_optimizer *opt, const tg_st_file *f, const char *prefix,
+                         int history_size, struct tg__lbfgs **out);
 
 #endif

@@ -56,7 +56,7 @@ static int put_copy(tg_st_file *f, const char *k, const tg_tensor *t)
 typedef enum { HP_REAL, HP_FLAG, HP_PAIR } hp_form;
 enum {   /* the kinds that have an entry */
     K_SGD = 1, K_ADAM = 2, K_RMS = 4, K_ADAGRAD = 8, K_ADAMAX = 16, K_NADAM = 32, K_RADAM = 64,
-    K_ADADELTA = 128, K_RPROP = 256,
+    K_ADADELTA = 128, K_RPROP = 256, K_LBFGS = 512,
     K_BETAS = K_ADAM | K_ADAMAX | K_NADAM | K_RADAM,
 };
 typedef struct hp_entry {
@@ -82,6 +82,12 @@ static const hp_entry hps[] = {
     {"centered", K_RMS, HP_FLAG, HP(centered), 0},
     {"initial_accumulator_value", K_ADAGRAD, HP_REAL, HP(initial_accumulator_value), 0},
     {"momentum_decay", K_NADAM, HP_REAL, HP(momentum_decay), 0},
+    {"max_iter", K_LBFGS, HP_REAL, HP(max_iter), 0},
+    {"max_eval", K_LBFGS, HP_REAL, HP(max_eval), 0},
+    {"tolerance_grad", K_LBFGS, HP_REAL, HP(tolerance_grad), 0},
+    {"tolerance_change", K_LBFGS, HP_REAL, HP(tolerance_change), 0},
+    {"history_size", K_LBFGS, HP_REAL, HP(history_size), 0},
+    {"line_search_fn", K_LBFGS, HP_FLAG, HP(strong_wolfe), 0},   /* 1: "strong_wolfe" */
     {"weight_decay", K_SGD | K_BETAS | K_RMS | K_ADAGRAD | K_ADADELTA, HP_REAL,
      HP(weight_decay), 0},
     {"maximize", K_SGD | K_ADAM | K_RMS | K_ADAGRAD | K_ADAMAX | K_ADADELTA | K_RPROP, HP_FLAG,
@@ -92,8 +98,8 @@ static const hp_entry hps[] = {
 
 static bool hp_of(const hp_entry *e, tg__opt_kind k)
 {
-    static const unsigned bit[] = {K_SGD,    K_ADAM,  K_ADAM,  K_RMS,      K_ADAGRAD,
-                                   K_ADAMAX, K_NADAM, K_RADAM, K_ADADELTA, K_RPROP};
+    static const unsigned bit[] = {K_SGD,   K_ADAM,     K_ADAM,  K_RMS,  K_ADAGRAD, K_ADAMAX,
+                                   K_NADAM, K_RADAM, K_ADADELTA, K_RPROP, K_LBFGS};
     _Static_assert(sizeof bit / sizeof *bit == TG__OPT_N_KINDS, "a bit per kind");
     return (e->kinds & bit[k]) != 0;
 }
@@ -190,7 +196,7 @@ int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const char *
             }
         }
     }
-    return TG_OK;
+    return opt->kind == TG__OPT_LBFGS ? tg__lbfgs_state_save(opt, f, prefix) : TG_OK;
 }
 
 /* ---- load ------------------------------------------------------------------ */
@@ -482,6 +488,10 @@ int tg__optimizer_state_check(const tg_optimizer *opt, const tg_st_file *f, cons
     int rc = check_header(opt, f, prefix, &v);
     tg__opt_state *fresh = rc < 0 ? NULL : tg__calloc((size_t)opt->n, sizeof *fresh);
     if (rc >= 0) rc = fresh ? load_params(opt, &v, f, prefix, fresh) : TG_ENOMEM;
+    struct tg__lbfgs *lb = NULL;
+    if (rc >= 0 && opt->kind == TG__OPT_LBFGS)
+        rc = tg__lbfgs_state_read(opt, f, prefix, (int)v.h[0].history_size, &lb);
+    tg__lbfgs_free(lb);
     free_states(fresh, opt->n);
     header_free(&v);
     return rc;
@@ -495,6 +505,9 @@ int tg_optimizer_state_load(tg_optimizer *opt, const tg_st_file *f, const char *
     int rc = check_header(opt, f, prefix, &v);
     tg__opt_state *fresh = rc < 0 ? NULL : tg__calloc((size_t)opt->n, sizeof *fresh);
     if (rc >= 0) rc = fresh ? load_params(opt, &v, f, prefix, fresh) : TG_ENOMEM;
+    struct tg__lbfgs *lb = NULL;
+    if (rc >= 0 && opt->kind == TG__OPT_LBFGS)
+        rc = tg__lbfgs_state_read(opt, f, prefix, (int)v.h[0].history_size, &lb);
     if (rc < 0) {
         free_states(fresh, opt->n);
         header_free(&v);
@@ -502,6 +515,10 @@ int tg_optimizer_state_load(tg_optimizer *opt, const tg_st_file *f, const char *
     }
     free_states(opt->state, opt->n);
     opt->state = fresh;
+    if (opt->kind == TG__OPT_LBFGS) {   /* none in the file: none after, as torch's */
+        tg__lbfgs_free(opt->lbfgs);
+        opt->lbfgs = lb;
+    }
     opt->steps = (int64_t)v.steps;
     for (int g = 0; g < opt->n_groups; g++) {
         opt->groups[g].h = v.h[g];

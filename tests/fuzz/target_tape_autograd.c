@@ -124,8 +124,8 @@ int op_scope(prog *g)
 }
 
 /* An optimizer over up to three slots: made (SGD, Adam, AdamW, RMSprop,
- * Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, with options from the
- * bytes, bad ones too), stepped, zeroed, its lr set, freed.  A step
+ * Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, L-BFGS, with options
+ * from the bytes, bad ones too), stepped, zeroed, its lr set, freed.  A step
  * changes the parameters in place, so a graph that saved one is refused at
  * its next backward. */
 int op_optim(prog *g)
@@ -137,7 +137,7 @@ int op_optim(prog *g)
         for (int j = 0; j < n; j++) ps[j] = slot(g);
         const double lr = value(u8(g)), b1 = value(u8(g)) / 4, b2 = value(u8(g)) / 4,
                      wd = value(u8(g));
-        const uint8_t kind = u8(g) % 10, flags = u8(g);
+        const uint8_t kind = u8(g) % 11, flags = u8(g);
         tg_optimizer *o = NULL;
         int rc;
         if (kind == 0) {
@@ -173,6 +173,11 @@ int op_optim(prog *g)
             tg_rprop_opts po = {.lr = lr, .eta_minus = b1, .eta_plus = 1 + b2, .step_size_min = wd,
                                 .step_size_max = value(flags), .maximize = flags & 2};
             rc = tg_rprop_new(&o, n, ps, &po);
+        } else if (kind == 10) {   /* its step needs a closure: tg_optimizer_step refuses */
+            tg_lbfgs_opts lo = {.lr = lr, .max_iter = flags % 8, .max_eval = flags / 32,
+                                .tolerance_grad = wd, .tolerance_change = b2,
+                                .history_size = 1 + flags % 4, .strong_wolfe = flags & 2};
+            rc = tg_lbfgs_new(&o, n, ps, &lo);
         } else {
             tg_adam_opts ao = {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = 1e-8, .weight_decay = wd};
             rc = kind == 1 ? tg_adam_new(&o, n, ps, &ao) : tg_adamw_new(&o, n, ps, &ao);
