@@ -17,10 +17,11 @@ tests/golden/optim/<config>_<f32|f64>.safetensors, one per optimizer config:
                      momentum, RMSprop with momentum > 0), "square_avg" and
                      "grad_avg" (centered RMSprop), "sum" (Adagrad),
                      "exp_inf" (Adamax), "mu_product" (NAdam), "acc_delta"
-                     (Adadelta), "prev" and "step_size" (Rprop)
+                     (Adadelta), "prev" and "step_size" (Rprop), "eta",
+                     "mu" and "ax" (ASGD)
   metadata           the optimizer ("sgd", "adam", "adamw", "rmsprop",
                      "adagrad", "adamax", "nadam", "radam", "adadelta",
-                     "rprop") and its
+                     "rprop", "asgd") and its
                      options, flags as "0" or "1" (RMSprop's alpha and
                      centered only in its files); for the configs of
                      GROUPS, "groups" = "2" and "g1.<option>", the options
@@ -159,15 +160,24 @@ GROUPS.update({
     "adadelta_groups": dict(lr=0.3, rho=0.5, eps=1e-4, weight_decay=0.05, maximize=True),
     "rprop_groups": dict(lr=0.1, etas=(0.6, 1.1), step_sizes=(1e-3, 0.15), maximize=True),
 })
+# ASGD with t0 small enough that its average starts within the steps.
+CONFIGS += [
+    ("asgd", torch.optim.ASGD, dict(lr=0.01)),
+    ("asgd_all", torch.optim.ASGD,
+     dict(lr=0.05, lambd=0.1, alpha=0.5, t0=2, weight_decay=0.1, maximize=True)),
+    ("asgd_groups", torch.optim.ASGD, dict(lr=0.02, t0=1)),
+]
+GROUPS["asgd_groups"] = dict(lr=0.05, lambd=0.01, alpha=1.0, t0=3, maximize=True)
 STEPS = {"radam": 8, "radam_all": 8, "radam_groups": 8}
 KIND = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
         torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad",
         torch.optim.Adamax: "adamax", torch.optim.NAdam: "nadam", torch.optim.RAdam: "radam",
-        torch.optim.Adadelta: "adadelta", torch.optim.Rprop: "rprop"}
+        torch.optim.Adadelta: "adadelta", torch.optim.Rprop: "rprop", torch.optim.ASGD: "asgd"}
 # The options of these kinds in the metadata, from the optimizer's defaults.
 MORE_META = {"adagrad": ("lr_decay", "initial_accumulator_value", "eps", "weight_decay"),
              "adamax": ("eps", "weight_decay"), "nadam": ("eps", "weight_decay", "momentum_decay"),
-             "radam": ("eps", "weight_decay"), "adadelta": ("rho", "eps", "weight_decay")}
+             "radam": ("eps", "weight_decay"), "adadelta": ("rho", "eps", "weight_decay"),
+             "asgd": ("lambd", "alpha", "t0", "weight_decay")}
 PAIRS = {"betas": ("beta1", "beta2"), "etas": ("eta_minus", "eta_plus"),
          "step_sizes": ("step_size_min", "step_size_max")}
 SHAPES = [(3, 4), (5,)]

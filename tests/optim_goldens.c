@@ -71,12 +71,13 @@ static tg_rmsprop_opts g1_rmsprop(const tg_st_file *f, tg_rmsprop_opts r)
 
 int golden_steps(const tg_st_file *f) { return (int)meta_or(f, "steps", 5); }
 
-/* The options of Adagrad, Adamax, NAdam, RAdam, Adadelta and Rprop: the
+/* The options of Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop and ASGD: the
  * file's (with its "g1.<name>" over them for group 1), or, with other,
  * each one changed. */
 typedef struct more_opts {
     double lr, lr_decay, weight_decay, initial_accumulator_value, eps, beta1, beta2;
     double momentum_decay, rho, eta_minus, eta_plus, step_size_min, step_size_max;
+    double lambd, alpha, t0;
     bool maximize;
 } more_opts;
 
@@ -93,7 +94,8 @@ static more_opts more_of(const tg_st_file *f, const char *pre, bool other)
                    .eta_plus = meta_or(f, "eta_plus", 0),
                    .step_size_min = meta_or(f, "step_size_min", 0),
                    .step_size_max = meta_or(f, "step_size_max", 0),
-                   .maximize = meta_flag(f, "maximize")};
+                   .lambd = meta_or(f, "lambd", 0), .alpha = meta_or(f, "alpha", 0),
+                   .t0 = meta_or(f, "t0", 0), .maximize = meta_flag(f, "maximize")};
     a = (more_opts){.lr = GET("lr", a.lr), .lr_decay = GET("lr_decay", a.lr_decay),
                     .weight_decay = GET("weight_decay", a.weight_decay),
                     .initial_accumulator_value =
@@ -105,7 +107,8 @@ static more_opts more_of(const tg_st_file *f, const char *pre, bool other)
                     .eta_plus = GET("eta_plus", a.eta_plus),
                     .step_size_min = GET("step_size_min", a.step_size_min),
                     .step_size_max = GET("step_size_max", a.step_size_max),
-                    .maximize = GET("maximize", a.maximize) != 0};
+                    .lambd = GET("lambd", a.lambd), .alpha = GET("alpha", a.alpha),
+                    .t0 = GET("t0", a.t0), .maximize = GET("maximize", a.maximize) != 0};
 #undef GET
     if (other)
         a = (more_opts){.lr = 2 * a.lr, .lr_decay = a.lr_decay + 0.3,
@@ -114,11 +117,13 @@ static more_opts more_of(const tg_st_file *f, const char *pre, bool other)
                         .eps = 1e-3 + a.eps, .beta1 = 0.5, .beta2 = 0.6,
                         .momentum_decay = a.momentum_decay + 0.05, .rho = 0.5,
                         .eta_minus = 0.2, .eta_plus = 1.7, .step_size_min = 1e-4,
-                        .step_size_max = 1.0, .maximize = !a.maximize};
+                        .step_size_max = 1.0, .lambd = a.lambd + 0.2, .alpha = 0.3,
+                        .t0 = a.t0 + 1, .maximize = !a.maximize};
     return a;
 }
 
-/* Adagrad, Adamax, NAdam, RAdam, Adadelta or Rprop (kind) over params[0..n) with the
+/* Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop or ASGD (kind) over params[0..n) with
+ * the
  * options of group g (0, or 1 added to *o). */
 static int more_opt(const tg_st_file *f, const char *kind, tg_optimizer **o, int n,
                     tg_tensor **params, int g, bool other)
@@ -143,6 +148,10 @@ static int more_opt(const tg_st_file *f, const char *kind, tg_optimizer **o, int
         const tg_adadelta_opts x = {a.lr, a.rho, a.eps, a.weight_decay, a.maximize};
         return g ? tg_adadelta_add_param_group(*o, 1, p, &x) : tg_adadelta_new(o, n, p, &x);
     }
+    if (strcmp(kind, "asgd") == 0) {
+        const tg_asgd_opts x = {a.lr, a.lambd, a.alpha, a.t0, a.weight_decay, a.maximize};
+        return g ? tg_asgd_add_param_group(*o, 1, p, &x) : tg_asgd_new(o, n, p, &x);
+    }
     if (strcmp(kind, "rprop") == 0) {
         const tg_rprop_opts x = {a.lr, a.eta_minus, a.eta_plus, a.step_size_min,
                                  a.step_size_max, a.maximize};
@@ -156,7 +165,8 @@ static bool is_more(const char *kind)
 {
     return strcmp(kind, "adagrad") == 0 || strcmp(kind, "adamax") == 0 ||
            strcmp(kind, "nadam") == 0 || strcmp(kind, "radam") == 0 ||
-           strcmp(kind, "adadelta") == 0 || strcmp(kind, "rprop") == 0;
+           strcmp(kind, "adadelta") == 0 || strcmp(kind, "rprop") == 0 ||
+           strcmp(kind, "asgd") == 0;
 }
 
 /* An optimizer configured from the golden file's metadata: over both

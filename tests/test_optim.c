@@ -1,5 +1,5 @@
 /* tests/test_optim.c - SGD/Adam/AdamW (amsgrad, maximize)/RMSprop (momentum,
- * centered, maximize)/Adagrad/Adamax/NAdam/RAdam/Adadelta/Rprop, in one
+ * centered, maximize)/Adagrad/Adamax/NAdam/RAdam/Adadelta/Rprop/ASGD, in one
  * param group or two, against PyTorch 1.13's parameters after each of 5
  * steps (RAdam's 8) and its optimizer state after the last
  * (tests/golden/optim/, scripts/make_optim_goldens.py; optim_goldens.h).
@@ -145,10 +145,11 @@ Test(optim, adagrad_adamax_nadam_radam_match_pytorch)
 
 /* Adadelta with its defaults, every option and two groups; Rprop's step
  * sizes growing and shrinking as the gradients' signs change, and
- * (rprop_all, rprop_groups) held at both ends of step_sizes. */
-Test(optim, adadelta_and_rprop_match_pytorch)
+ * (rprop_all, rprop_groups) held at both ends of step_sizes; ASGD's
+ * average from the step after t0 on. */
+Test(optim, adadelta_rprop_and_asgd_match_pytorch)
 {
     const char *configs[] = {"adadelta", "adadelta_all", "adadelta_groups", "rprop",
-                             "rprop_all", "rprop_groups"};
+                             "rprop_all", "rprop_groups", "asgd", "asgd_all", "asgd_groups"};
     for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) check_config(configs[i]);
 }

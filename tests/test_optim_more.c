@@ -1,8 +1,8 @@
-/* tests/test_optim_more.c - Adagrad, Adamax, NAdam, RAdam, Adadelta and
- * Rprop besides their PyTorch goldens (test_optim.c, test_optim_state.c):
+/* tests/test_optim_more.c - Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop
+ * and ASGD besides their PyTorch goldens (test_optim.c, test_optim_state.c):
  * torch's defaults, the options each refuses, param groups, modules and the
- * momentum that OneCycleLR cycles (beta1; Adagrad, Adadelta and Rprop have
- * none), state files refused with the optimizer unchanged, and bf16
+ * momentum that OneCycleLR cycles (beta1; Adagrad, Adadelta, Rprop and ASGD
+ * have none), state files refused with the optimizer unchanged, and bf16
  * parameters updated through f32. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -27,7 +27,7 @@
 
 /* The four kinds, made over n params with their INIT options changed by
  * the caller's hook; group adds a group (opt given) instead. */
-typedef enum { ADAGRAD, ADAMAX, NADAM, RADAM, ADADELTA, RPROP, N_KINDS } kind;
+typedef enum { ADAGRAD, ADAMAX, NADAM, RADAM, ADADELTA, RPROP, ASGD, N_KINDS } kind;
 
 typedef struct any_opts {
     tg_adagrad_opts ag;
@@ -36,19 +36,21 @@ typedef struct any_opts {
     tg_radam_opts ra;
     tg_adadelta_opts ad;
     tg_rprop_opts rp;
+    tg_asgd_opts sg;
 } any_opts;
 
 static any_opts defaults(void)
 {
     return (any_opts){.ag = TG_ADAGRAD_OPTS_INIT, .ax = TG_ADAMAX_OPTS_INIT,
                       .na = TG_NADAM_OPTS_INIT, .ra = TG_RADAM_OPTS_INIT,
-                      .ad = TG_ADADELTA_OPTS_INIT, .rp = TG_RPROP_OPTS_INIT};
+                      .ad = TG_ADADELTA_OPTS_INIT, .rp = TG_RPROP_OPTS_INIT,
+                      .sg = TG_ASGD_OPTS_INIT};
 }
 
 /* Every kind's lr set to v. */
 static void set_lr(any_opts *a, double v)
 {
-    a->ag.lr = a->ax.lr = a->na.lr = a->ra.lr = a->ad.lr = a->rp.lr = v;
+    a->ag.lr = a->ax.lr = a->na.lr = a->ra.lr = a->ad.lr = a->rp.lr = a->sg.lr = v;
 }
 
 static int make(kind k, tg_optimizer **o, int n, tg_tensor **p, const any_opts *a)
@@ -59,6 +61,7 @@ static int make(kind k, tg_optimizer **o, int n, tg_tensor **p, const any_opts *
     case NADAM: return tg_nadam_new(o, n, p, a ? &a->na : NULL);
     case RADAM: return tg_radam_new(o, n, p, a ? &a->ra : NULL);
     case ADADELTA: return tg_adadelta_new(o, n, p, a ? &a->ad : NULL);
+    case ASGD: return tg_asgd_new(o, n, p, a ? &a->sg : NULL);
     default: return tg_rprop_new(o, n, p, a ? &a->rp : NULL);
     }
 }
@@ -71,6 +74,7 @@ static int add_group(kind k, tg_optimizer *o, int n, tg_tensor **p, const any_op
     case NADAM: return tg_nadam_add_param_group(o, n, p, a ? &a->na : NULL);
     case RADAM: return tg_radam_add_param_group(o, n, p, a ? &a->ra : NULL);
     case ADADELTA: return tg_adadelta_add_param_group(o, n, p, a ? &a->ad : NULL);
+    case ASGD: return tg_asgd_add_param_group(o, n, p, a ? &a->sg : NULL);
     default: return tg_rprop_add_param_group(o, n, p, a ? &a->rp : NULL);
     }
 }
@@ -83,12 +87,13 @@ static int from_module(kind k, tg_optimizer **o, const tg_module *m, const any_o
     case NADAM: return tg_nadam_from_module(o, m, &a->na);
     case RADAM: return tg_radam_from_module(o, m, &a->ra);
     case ADADELTA: return tg_adadelta_from_module(o, m, &a->ad);
+    case ASGD: return tg_asgd_from_module(o, m, &a->sg);
     default: return tg_rprop_from_module(o, m, &a->rp);
     }
 }
 
-static const char *const names[N_KINDS] = {"adagrad", "adamax", "nadam",
-                                           "radam",   "adadelta", "rprop"};
+static const char *const names[N_KINDS] = {"adagrad",  "adamax", "nadam", "radam",
+                                           "adadelta", "rprop",  "asgd"};
 static bool has_beta1(int k) { return k == ADAMAX || k == NADAM || k == RADAM; }
 
 /* The INIT options are torch's defaults: the golden files made with lr
@@ -96,8 +101,8 @@ static bool has_beta1(int k) { return k == ADAMAX || k == NADAM || k == RADAM; }
 Test(optim_more, init_options_are_torchs_defaults)
 {
     const any_opts a = defaults();
-    const double lrs[N_KINDS] = {a.ag.lr, a.ax.lr, a.na.lr, a.ra.lr, a.ad.lr, a.rp.lr};
-    const double want_lrs[N_KINDS] = {1e-2, 2e-3, 2e-3, 1e-3, 1.0, 1e-2};   /* torch's */
+    const double lrs[N_KINDS] = {a.ag.lr, a.ax.lr, a.na.lr, a.ra.lr, a.ad.lr, a.rp.lr, a.sg.lr};
+    const double want_lrs[N_KINDS] = {1e-2, 2e-3, 2e-3, 1e-3, 1.0, 1e-2, 1e-2};   /* torch's */
     for (int k = 0; k < N_KINDS; k++) {
         cr_assert(eq(dbl, lrs[k], want_lrs[k]), "%s lr", names[k]);
         tg_st_file *f = th_golden_load("optim/%s_f32.safetensors", names[k]);
@@ -111,6 +116,11 @@ Test(optim_more, init_options_are_torchs_defaults)
             cr_assert(eq(dbl, a.ad.rho, meta(f, "rho")));
             cr_assert(eq(dbl, a.ad.eps, meta(f, "eps")));
             cr_assert(eq(dbl, a.ad.weight_decay, meta(f, "weight_decay")));
+        } else if (k == ASGD) {
+            cr_assert(eq(dbl, a.sg.lambd, meta(f, "lambd")));
+            cr_assert(eq(dbl, a.sg.alpha, meta(f, "alpha")));
+            cr_assert(eq(dbl, a.sg.t0, meta(f, "t0")));
+            cr_assert(eq(dbl, a.sg.weight_decay, meta(f, "weight_decay")));
         } else if (k == RPROP) {
             cr_assert(eq(dbl, a.rp.eta_minus, meta(f, "eta_minus")));
             cr_assert(eq(dbl, a.rp.eta_plus, meta(f, "eta_plus")));
@@ -150,6 +160,20 @@ Test(optim_more, bad_options_are_refused_naming_the_option)
         set_lr(&a, INFINITY);
         REFUSED(make(k, &o, 1, &p, &a), TG_EINVAL, "lr=inf must be finite");
         REFUSED(make(k, &o, 1, &p, NULL), TG_EINVAL, "opts must not be NULL");
+        if (k == ASGD) {   /* torch checks lr and weight_decay; NaN refused here too */
+            a = defaults();
+            a.sg.weight_decay = -1;
+            REFUSED(make(k, &o, 1, &p, &a), TG_EINVAL, "asgd: weight_decay=-1 must be >= 0");
+            a = defaults();
+            a.sg.t0 = NAN;
+            REFUSED(make(k, &o, 1, &p, &a), TG_EINVAL, "asgd: t0=nan must be a number");
+            a = defaults();
+            a.sg.alpha = -3;   /* accepted, as torch accepts it */
+            cr_assert(eq(int, make(k, &o, 1, &p, &a), TG_OK), "%s", tg_error_message());
+            tg_optimizer_free(o);
+            o = NULL;
+            continue;
+        }
         if (k == RPROP) {   /* no eps, no weight_decay */
             const double bad[4][2] = {{0.0, 1.2}, {1.0, 1.2}, {0.5, 1.0}, {NAN, 1.2}};
             const char *words[4] = {"rprop: etas=(0, 1.2) must be 0 < eta_minus < 1 < eta_plus",
@@ -316,7 +340,8 @@ static tg_st_file *with_value(const tg_st_file *f, const char *key, double v)
  * NAdam without a parameter's mu_product or with one outside [0, 1],
  * Adagrad with a negative lr_decay or initial_accumulator_value, Adamax
  * without exp_inf, Adadelta with rho = 2 or without acc_delta, Rprop
- * without a step_size, and another kind's state. */
+ * without a step_size, ASGD with mu = 3 or without eta, and another kind's
+ * state. */
 Test(optim_more, bad_state_files_leave_the_optimizer_unchanged)
 {
     const struct {
@@ -337,6 +362,9 @@ Test(optim_more, bad_state_files_leave_the_optimizer_unchanged)
         {"adadelta_all", "o.rho", 2, TG_EINVAL, "'o.rho'=2 must be in [0, 1]"},
         {"adadelta_all", "o.0.acc_delta", NAN, TG_ENOTFOUND, "missing key 'o.0.acc_delta'"},
         {"rprop_all", "o.1.step_size", NAN, TG_ENOTFOUND, "missing key 'o.1.step_size'"},
+        {"asgd_all", "o.0.mu", 3, TG_EINVAL, "'o.0.mu'=3 must be in [0, 1]"},
+        {"asgd_all", "o.1.eta", NAN, TG_ENOTFOUND, "missing key 'o.1.eta'"},
+        {"asgd_all", "o.t0", NAN, TG_OK, ""},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         tg_st_file *f = th_golden_load("optim/%s_f32.safetensors", cases[c].config);
@@ -393,7 +421,7 @@ Test(optim_more, bf16_params_update_through_f32)
         any_opts a = defaults();
         set_lr(&a, 0.1);
         a.ag.weight_decay = a.ax.weight_decay = a.na.weight_decay = 0.1;
-        a.ra.weight_decay = a.ad.weight_decay = 0.1;
+        a.ra.weight_decay = a.ad.weight_decay = a.sg.weight_decay = 0.1;
         a.ad.eps = 0.5;   /* else Adadelta's first step is too small to move a bf16 */
         tg_optimizer *oh = NULL, *of = NULL;
         cr_assert(eq(int, make(k, &oh, 1, &ph, &a), TG_OK));
@@ -409,8 +437,9 @@ Test(optim_more, bf16_params_update_through_f32)
             cr_assert(x != init[i], "%s [%d] moved", names[k], i);
         }
         tg_st_file *s = snapshot(oh);
-        const char *const bufs[N_KINDS] = {"o.0.sum",        "o.0.exp_avg",    "o.0.exp_avg",
-                                           "o.0.exp_avg",    "o.0.acc_delta", "o.0.step_size"};
+        const char *const bufs[N_KINDS] = {"o.0.sum",       "o.0.exp_avg",   "o.0.exp_avg",
+                                           "o.0.exp_avg",   "o.0.acc_delta", "o.0.step_size",
+                                           "o.0.ax"};
         const tg_tensor *buf = tg_st_get(s, bufs[k]);
         cr_assert(buf != NULL);
         cr_assert(eq(int, tg_tensor_dtype(buf), TG_F32));

@@ -103,6 +103,7 @@ Test(optim_state, state_save_load_resumes_bit_identically)
     check_resume("nadam_groups", false);
     check_resume("adadelta_all", false);
     check_resume("rprop_all", false);
+    check_resume("asgd_all", false);
 }
 
 Test(optim_state, state_load_restores_the_hyperparameters)
@@ -114,7 +115,8 @@ Test(optim_state, state_load_restores_the_hyperparameters)
                              "rmsprop_centered_momentum_maximize", "rmsprop_groups",
                              "adagrad_all", "adagrad_groups", "adamax_all", "adamax_groups",
                              "nadam_all", "nadam_groups", "radam_all", "radam_groups",
-                             "adadelta_all", "adadelta_groups", "rprop_all", "rprop_groups"};
+                             "adadelta_all", "adadelta_groups", "rprop_all", "rprop_groups",
+                             "asgd_all", "asgd_groups"};
     for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) check_resume(configs[i], true);
 }
 

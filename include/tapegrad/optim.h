@@ -1,5 +1,5 @@
 /* tapegrad/optim.h - SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam,
- * Rprop and L-BFGS with PyTorch 1.13's update rules.
+ * Rprop, ASGD and L-BFGS with PyTorch 1.13's update rules.
  *
  *   tg_optimizer *opt;
  *   tg_adam_opts o = TG_ADAM_OPTS_INIT;   // lr 1e-3, betas (0.9, 0.999), eps 1e-8
@@ -197,6 +197,25 @@ typedef struct tg_rprop_opts {
     {.lr = 1e-2, .eta_minus = 0.5, .eta_plus = 1.2, .step_size_min = 1e-6, \
      .step_size_max = 50.0, .maximize = false}
 
+/* torch.optim.ASGD (averaged SGD):  t += 1;  g = -g when maximize;
+ * g = g + weight_decay * p;  p = p * (1 - lambd * eta);  p = p - eta * g;
+ * ax = ax + (p - ax) * mu (ax = p while mu is 1);  then
+ * eta = lr / (1 + lambd * lr * t)^alpha and mu = 1 / max(1, t - t0), both
+ * kept in f32 as torch's state "eta" and "mu" (eta starting at lr, mu at
+ * 1).  The average ax is state, not the parameters.  lr finite and >= 0,
+ * weight_decay >= 0, as torch checks; lambd, alpha, t0 not NaN. */
+typedef struct tg_asgd_opts {
+    double lr;
+    double lambd;
+    double alpha;
+    double t0;
+    double weight_decay;
+    bool maximize;   /* ascend the objective: the gradient's sign flipped */
+} tg_asgd_opts;
+#define TG_ASGD_OPTS_INIT                                                     \
+    {.lr = 1e-2, .lambd = 1e-4, .alpha = 0.75, .t0 = 1e6, .weight_decay = 0.0, \
+     .maximize = false}
+
 /* torch.optim.LBFGS: each step (tg_optimizer_step_closure; it needs the
  * closure) runs up to max_iter L-BFGS iterations over all the parameters
  * as one flat vector: the direction from the last history_size pairs of
@@ -246,6 +265,8 @@ TG_API int tg_radam_new(tg_optimizer **out, int n_params, tg_tensor *const *para
                         const tg_radam_opts *opts);
 TG_API int tg_rprop_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
                         const tg_rprop_opts *opts);
+TG_API int tg_asgd_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
+                       const tg_asgd_opts *opts);
 TG_API int tg_lbfgs_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
                         const tg_lbfgs_opts *opts);
 /* The same over the parameters of module m (tg_module_parameters: each
@@ -271,6 +292,8 @@ TG_API int tg_radam_from_module(tg_optimizer **out, const tg_module *m,
                                 const tg_radam_opts *opts);
 TG_API int tg_rprop_from_module(tg_optimizer **out, const tg_module *m,
                                 const tg_rprop_opts *opts);
+TG_API int tg_asgd_from_module(tg_optimizer **out, const tg_module *m,
+                               const tg_asgd_opts *opts);
 TG_API int tg_lbfgs_from_module(tg_optimizer **out, const tg_module *m,
                                 const tg_lbfgs_opts *opts);
 /* Frees opt and releases its parameters; NULL does nothing. */
@@ -292,8 +315,8 @@ TG_API void tg_optimizer_free(tg_optimizer *opt);
  * "prefix.<i>.*", as torch's state_dict numbers them).  Add the groups
  * before making a learning-rate scheduler (it schedules the groups there
  * are).  TG_EINVAL for NULL opt, an optimizer of another family (SGD;
- * Adam and AdamW; RMSprop; Adagrad; Adadelta; Adamax; NAdam; RAdam; Rprop:
- * each takes its own function), a parameter already in a group, and the
+ * Adam and AdamW; RMSprop; Adagrad; Adadelta; Adamax; NAdam; RAdam; Rprop;
+ * ASGD: each takes its own function; L-BFGS has one group), a parameter already in a group, and the
  * constructors' errors; on error nothing is changed. */
 TG_API int tg_sgd_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
                                   const tg_sgd_opts *opts);
@@ -313,6 +336,8 @@ TG_API int tg_radam_add_param_group(tg_optimizer *opt, int n_params,
                                     tg_tensor *const *params, const tg_radam_opts *opts);
 TG_API int tg_rprop_add_param_group(tg_optimizer *opt, int n_params,
                                     tg_tensor *const *params, const tg_rprop_opts *opts);
+TG_API int tg_asgd_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
+                                   const tg_asgd_opts *opts);
 /* The number of param groups (1 for a new optimizer); 0 for NULL. */
 TG_API int tg_optimizer_param_group_count(const tg_optimizer *opt);
 /* opt.param_groups[group]["lr"].  TG_EINVAL when group is not in
@@ -322,7 +347,7 @@ TG_API double tg_optimizer_get_group_lr(const tg_optimizer *opt, int group);
 /* The momentum of param group `group` that torch's OneCycleLR and CyclicLR
  * cycle: SGD's and RMSprop's param_group["momentum"], the beta1
  * (param_group["betas"][0]) of Adam, AdamW, Adamax, NAdam and RAdam;
- * Adagrad, Adadelta and Rprop have none.  TG_EINVAL when group is not in
+ * Adagrad, Adadelta, Rprop, ASGD and L-BFGS have none.  TG_EINVAL when group is not in
  * [0, count), for a value the constructor would refuse (not finite, < 0,
  * beta1 >= 1, SGD momentum 0 with nesterov), for an optimizer without a
  * momentum (torch's "optimizer must support momentum"), and for RMSprop
@@ -383,7 +408,8 @@ TG_API int64_t tg_optimizer_steps(const tg_optimizer *opt);
  *   Adagrad "prefix.lr_decay", ".eps", ".weight_decay",
  *   ".initial_accumulator_value", ".maximize"; for Adadelta "prefix.rho",
  *   ".eps", ".weight_decay", ".maximize"; for Rprop "prefix.etas" and
- *   "prefix.step_sizes" (two f64 each), ".maximize"; for Adamax "prefix.betas",
+ *   "prefix.step_sizes" (two f64 each), ".maximize"; for ASGD "prefix.lambd",
+ *   ".alpha", ".t0", ".weight_decay", ".maximize"; for Adamax "prefix.betas",
  *   ".eps", ".weight_decay", ".maximize"; for NAdam "prefix.betas", ".eps",
  *   ".weight_decay", ".momentum_decay"; for RAdam "prefix.betas", ".eps",
  *   ".weight_decay" (reals f64, flags i64 0 or 1);
@@ -402,7 +428,8 @@ TG_API int64_t tg_optimizer_steps(const tg_optimizer *opt);
  *   "prefix.<i>.exp_avg_sq" (NAdam), or "prefix.<i>.exp_avg" and
  *   "prefix.<i>.exp_avg_sq" (RAdam), or "prefix.<i>.square_avg" and
  *   "prefix.<i>.acc_delta" (Adadelta), or "prefix.<i>.prev" and
- *   "prefix.<i>.step_size" (Rprop); for L-BFGS the hyperparameters
+ *   "prefix.<i>.step_size" (Rprop), or "prefix.<i>.eta", "prefix.<i>.mu" (0-d
+ *   f32) and "prefix.<i>.ax" (ASGD); for L-BFGS the hyperparameters
  *   "prefix.max_iter", ".max_eval", ".tolerance_grad", ".tolerance_change",
  *   ".history_size" (f64) and ".line_search_fn" (i64 1: strong_wolfe), and
  *   its state, torch's state of the first parameter: "prefix.0.func_evals",
@@ -412,7 +439,8 @@ TG_API int64_t tg_optimizer_steps(const tg_optimizer *opt);
  *   "prefix.0.ro" (f64, (k)), "prefix.0.t", "prefix.0.H_diag",
  *   "prefix.0.prev_loss" (0-d f64; torch's scratch "al" is not kept);
  *   the metadata "prefix.kind" = "sgd" | "adam" | "adamw" | "rmsprop" |
- *   "adagrad" | "adadelta" | "adamax" | "nadam" | "radam" | "rprop" | "lbfgs". */
+ *   "adagrad" | "adadelta" | "adamax" | "nadam" | "radam" | "rprop" | "asgd" |
+ *   "lbfgs". */
 TG_API int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const char *prefix);
 /* Restores what state_save wrote, exactly, hyperparameters included (as
  * torch's load_state_dict restores param_groups): an optimizer made with

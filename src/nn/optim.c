@@ -24,6 +24,7 @@ bool tg__opt_has_buf(tg__opt_kind k, const tg__opt_hparams *h, int j)
     case TG__OPT_ADADELTA:
     case TG__OPT_RPROP: return j < 2;
     case TG__OPT_LBFGS: return false;   /* its state is optim_lbfgs.c's */
+    case TG__OPT_ASGD: return j == 0;
     default: return j < 2 || (j == 2 && h->amsgrad);
     }
 }
@@ -45,6 +46,7 @@ const char *tg__opt_buf_name(tg__opt_kind k, int j)
     static const char *const rprop[TG__OPT_MAX_BUFS] = {"prev", "step_size", NULL};
     if (k == TG__OPT_SGD) return "momentum_buffer";
     if (k == TG__OPT_ADAGRAD) return "sum";
+    if (k == TG__OPT_ASGD) return "ax";
     if (k == TG__OPT_ADAMAX) return adamax[j];
     if (k == TG__OPT_ADADELTA) return adadelta[j];
     if (k == TG__OPT_RPROP) return rprop[j];
@@ -54,7 +56,7 @@ const char *tg__opt_buf_name(tg__opt_kind k, int j)
 int tg__opt_n_buf_names(tg__opt_kind k)
 {
     if (k == TG__OPT_LBFGS) return 0;
-    if (k == TG__OPT_SGD || k == TG__OPT_ADAGRAD) return 1;
+    if (k == TG__OPT_SGD || k == TG__OPT_ADAGRAD || k == TG__OPT_ASGD) return 1;
     if (k == TG__OPT_ADAM || k == TG__OPT_ADAMW || k == TG__OPT_RMSPROP) return TG__OPT_MAX_BUFS;
     return 2;
 }
@@ -63,7 +65,7 @@ const char *tg__opt_kind_name(tg__opt_kind k)
 {
     static const char *const names[] = {"sgd",    "adam",  "adamw", "rmsprop",  "adagrad",
                                         "adamax", "nadam", "radam", "adadelta", "rprop",
-                                        "lbfgs"};
+                                        "lbfgs",  "asgd"};
     _Static_assert(sizeof names / sizeof *names == TG__OPT_N_KINDS, "a name per kind");
     return names[k];
 }
@@ -185,6 +187,13 @@ int tg_lbfgs_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_l
     return opt_new("lbfgs", TG__OPT_LBFGS, out, n, params, &h);
 }
 
+int tg_asgd_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_asgd_opts *opts)
+{
+    TG_CHECK(opts != NULL, TG_EINVAL, "asgd: opts must not be NULL (use TG_ASGD_OPTS_INIT)");
+    tg__opt_hparams h = tg__opt_asgd_hparams(opts);
+    return opt_new("asgd", TG__OPT_ASGD, out, n, params, &h);
+}
+
 void tg_optimizer_free(tg_optimizer *opt)
 {
     if (!opt) return;
@@ -288,6 +297,10 @@ static void update_one(tg_optimizer *o, const tg__opt_hparams *h, int i, bool fi
     case TG__OPT_RADAM: tg__radam_update(h, cdt, pd, gd, st, n); break;
     case TG__OPT_ADADELTA: tg__adadelta_update(h, cdt, pd, gd, st, n); break;
     case TG__OPT_RPROP: tg__rprop_update(h, cdt, pd, gd, st, n); break;
+    case TG__OPT_ASGD:
+        if (first) st->eta = (float)h->lr, st->mu = 1.0;   /* torch.tensor(lr), tensor(1.) */
+        tg__asgd_update(h, cdt, pd, gd, st, n);
+        break;
     default: tg__adam_update(h, o->kind == TG__OPT_ADAMW, cdt, pd, gd, st, n); break;
     }
     if (!p_direct) tg__scatter(p, cdt, pbuf);
@@ -436,6 +449,10 @@ static int make_radam(tg_optimizer **out, int n, tg_tensor *const *p, const void
     return tg_radam_new(out, n, p, o);
 }
 
+static int make_asgd(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
+{
+    return tg_asgd_new(out, n, p, o);
+}
 static int make_lbfgs(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
 {
     return tg_lbfgs_new(out, n, p, o);
@@ -503,4 +520,9 @@ int tg_rprop_from_module(tg_optimizer **out, const tg_module *m, const tg_rprop_
 int tg_lbfgs_from_module(tg_optimizer **out, const tg_module *m, const tg_lbfgs_opts *opts)
 {
     return from_module("lbfgs_from_module", out, m, opts, make_lbfgs);
+}
+
+int tg_asgd_from_module(tg_optimizer **out, const tg_module *m, const tg_asgd_opts *opts)
+{
+    return from_module("asgd_from_module", out, m, opts, make_asgd);
 }

@@ -81,6 +81,12 @@ tg__opt_hparams tg__opt_lbfgs_hparams(const tg_lbfgs_opts *o)
                              .history_size = o->history_size, .strong_wolfe = o->strong_wolfe};
 }
 
+tg__opt_hparams tg__opt_asgd_hparams(const tg_asgd_opts *o)
+{
+    return (tg__opt_hparams){.lr = o->lr, .lambd = o->lambd, .alpha = o->alpha, .t0 = o->t0,
+                             .weight_decay = o->weight_decay, .maximize = o->maximize};
+}
+
 /* ---- checks ------------------------------------------------------------------ */
 
 /* A hyperparameter's name in messages: the option's (beta1), or with a
@@ -138,6 +144,14 @@ int tg__opt_check_hparams(tg__opt_kind k, const tg__opt_hparams *h, const char *
         TG_CHECK(h->tolerance_change >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
                  hp_name(n, prefix, g, "tolerance_change", "tolerance_change", -1),
                  h->tolerance_change);
+        return TG_OK;
+    }
+    if (k == TG__OPT_ASGD) {   /* torch checks lr and weight_decay only */
+        const double v[3] = {h->lambd, h->alpha, h->t0};
+        const char *names[3] = {"lambd", "alpha", "t0"};
+        for (int i = 0; i < 3; i++)
+            TG_CHECK(!isnan(v[i]), TG_EINVAL, "%s: %s=nan must be a number", what,
+                     hp_name(n, prefix, g, names[i], names[i], -1));
         return TG_OK;
     }
     if (k == TG__OPT_RPROP) {   /* torch's check; the step sizes are not checked there */
@@ -257,13 +271,13 @@ static int check_family(const char *what, const tg_optimizer *opt, tg__opt_kind 
 {
     static const char *const adds[] = {"an SGD", "Adam and AdamW", "Adam and AdamW",
                                        "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam",
-                                       "Adadelta", "Rprop", "L-BFGS"};
+                                       "Adadelta", "Rprop", "L-BFGS", "ASGD"};
     static const char *const fns[] = {"tg_sgd_add_param_group", "tg_adam_add_param_group",
                                       "tg_adam_add_param_group", "tg_rmsprop_add_param_group",
                                       "tg_adagrad_add_param_group", "tg_adamax_add_param_group",
                                       "tg_nadam_add_param_group", "tg_radam_add_param_group",
                                       "tg_adadelta_add_param_group", "tg_rprop_add_param_group",
-                                      "none"};
+                                      "none", "tg_asgd_add_param_group"};
     _Static_assert(sizeof adds / sizeof *adds == TG__OPT_N_KINDS &&
                    sizeof fns / sizeof *fns == TG__OPT_N_KINDS, "an entry per kind");
     TG_CHECK(opt != NULL, TG_EINVAL, "%s: opt must not be NULL", what);
@@ -353,6 +367,15 @@ int tg_rprop_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *
     const char *what = "rprop_add_param_group";
     TG_TRY(check_family(what, opt, TG__OPT_RPROP));
     tg__opt_hparams h = opts ? tg__opt_rprop_hparams(opts) : opt->defaults;
+    return add_group(what, opt, n_params, params, &h);
+}
+
+int tg_asgd_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
+                            const tg_asgd_opts *opts)
+{
+    const char *what = "asgd_add_param_group";
+    TG_TRY(check_family(what, opt, TG__OPT_ASGD));
+    tg__opt_hparams h = opts ? tg__opt_asgd_hparams(opts) : opt->defaults;
     return add_group(what, opt, n_params, params, &h);
 }
 

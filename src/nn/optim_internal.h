@@ -17,6 +17,7 @@ typedef enum tg__opt_kind {
     TG__OPT_ADADELTA,
     TG__OPT_RPROP,
     TG__OPT_LBFGS,
+    TG__OPT_ASGD,
     TG__OPT_N_KINDS   /* the count, for tables indexed by kind */
 } tg__opt_kind;
 
@@ -29,10 +30,11 @@ typedef enum tg__opt_kind {
  * (momentum > 0) momentum_buffer and (centered) grad_avg; Adagrad's sum;
  * Adamax's exp_avg and exp_inf; NAdam's and RAdam's exp_avg and
  * exp_avg_sq; Adadelta's square_avg and acc_delta; Rprop's prev and
- * step_size. */
+ * step_size; ASGD's ax. */
 typedef struct tg__opt_state {
     int64_t step;                       /* all but SGD: this parameter's steps */
     double mu_product;                  /* NAdam: the product of its mu, an f32 value */
+    double eta, mu;                     /* ASGD: its step size and averaging factor (f32) */
     tg_tensor *buf[TG__OPT_MAX_BUFS];   /* owned */
 } tg__opt_state;
 
@@ -51,6 +53,7 @@ typedef struct tg__opt_hparams {
     double lr_decay, initial_accumulator_value, momentum_decay, rho;
     double eta_minus, eta_plus, step_size_min, step_size_max;
     double max_iter, max_eval, tolerance_grad, tolerance_change, history_size;   /* L-BFGS */
+    double lambd, t0;   /* ASGD (and alpha) */
     bool nesterov, amsgrad, centered, maximize, strong_wolfe;
 } tg__opt_hparams;
 
@@ -88,6 +91,7 @@ tg__opt_hparams tg__opt_radam_hparams(const tg_radam_opts *o);
 tg__opt_hparams tg__opt_adadelta_hparams(const tg_adadelta_opts *o);
 tg__opt_hparams tg__opt_rprop_hparams(const tg_rprop_opts *o);
 tg__opt_hparams tg__opt_lbfgs_hparams(const tg_lbfgs_opts *o);
+tg__opt_hparams tg__opt_asgd_hparams(const tg_asgd_opts *o);
 
 /* TG_EINVAL unless h is valid for kind k: the rules of the constructors
  * (optim.h).  The message names each value as the constructors' option
@@ -158,6 +162,9 @@ void tg__adadelta_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const 
                          tg__opt_state *st, int64_t n);
 void tg__rprop_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
                       tg__opt_state *st, int64_t n);
+/* ASGD; st->eta and st->mu must hold lr and 1 before the first step. */
+void tg__asgd_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
+                     tg__opt_state *st, int64_t n);
 
 /* L-BFGS (optim_lbfgs.c): one step of opt (kind TG__OPT_LBFGS) with the
  * closure, as tg_optimizer_step_closure; its state freed; saved under

@@ -56,7 +56,7 @@ static int put_copy(tg_st_file *f, const char *k, const tg_tensor *t)
 typedef enum { HP_REAL, HP_FLAG, HP_PAIR } hp_form;
 enum {   /* the kinds that have an entry */
     K_SGD = 1, K_ADAM = 2, K_RMS = 4, K_ADAGRAD = 8, K_ADAMAX = 16, K_NADAM = 32, K_RADAM = 64,
-    K_ADADELTA = 128, K_RPROP = 256, K_LBFGS = 512,
+    K_ADADELTA = 128, K_RPROP = 256, K_LBFGS = 512, K_ASGD = 1024,
     K_BETAS = K_ADAM | K_ADAMAX | K_NADAM | K_RADAM,
 };
 typedef struct hp_entry {
@@ -72,7 +72,9 @@ static const hp_entry hps[] = {
     {"dampening", K_SGD, HP_REAL, HP(dampening), 0},
     {"nesterov", K_SGD, HP_FLAG, HP(nesterov), 0},
     {"betas", K_BETAS, HP_PAIR, HP(beta1), HP(beta2)},
-    {"alpha", K_RMS, HP_REAL, HP(alpha), 0},
+    {"alpha", K_RMS | K_ASGD, HP_REAL, HP(alpha), 0},
+    {"lambd", K_ASGD, HP_REAL, HP(lambd), 0},
+    {"t0", K_ASGD, HP_REAL, HP(t0), 0},
     {"rho", K_ADADELTA, HP_REAL, HP(rho), 0},
     {"etas", K_RPROP, HP_PAIR, HP(eta_minus), HP(eta_plus)},
     {"step_sizes", K_RPROP, HP_PAIR, HP(step_size_min), HP(step_size_max)},
@@ -88,18 +90,18 @@ static const hp_entry hps[] = {
     {"tolerance_change", K_LBFGS, HP_REAL, HP(tolerance_change), 0},
     {"history_size", K_LBFGS, HP_REAL, HP(history_size), 0},
     {"line_search_fn", K_LBFGS, HP_FLAG, HP(strong_wolfe), 0},   /* 1: "strong_wolfe" */
-    {"weight_decay", K_SGD | K_BETAS | K_RMS | K_ADAGRAD | K_ADADELTA, HP_REAL,
+    {"weight_decay", K_SGD | K_BETAS | K_RMS | K_ADAGRAD | K_ADADELTA | K_ASGD, HP_REAL,
      HP(weight_decay), 0},
-    {"maximize", K_SGD | K_ADAM | K_RMS | K_ADAGRAD | K_ADAMAX | K_ADADELTA | K_RPROP, HP_FLAG,
-     HP(maximize), 0},
+    {"maximize", K_SGD | K_ADAM | K_RMS | K_ADAGRAD | K_ADAMAX | K_ADADELTA | K_RPROP | K_ASGD,
+     HP_FLAG, HP(maximize), 0},
 };
 #undef HP
 #define N_HPS (sizeof hps / sizeof *hps)
 
 static bool hp_of(const hp_entry *e, tg__opt_kind k)
 {
-    static const unsigned bit[] = {K_SGD,   K_ADAM,     K_ADAM,  K_RMS,  K_ADAGRAD, K_ADAMAX,
-                                   K_NADAM, K_RADAM, K_ADADELTA, K_RPROP, K_LBFGS};
+    static const unsigned bit[] = {K_SGD,   K_ADAM,  K_ADAM,     K_RMS,   K_ADAGRAD, K_ADAMAX,
+                                   K_NADAM, K_RADAM, K_ADADELTA, K_RPROP, K_LBFGS,   K_ASGD};
     _Static_assert(sizeof bit / sizeof *bit == TG__OPT_N_KINDS, "a bit per kind");
     return (e->kinds & bit[k]) != 0;
 }
@@ -188,6 +190,12 @@ int tg_optimizer_state_save(const tg_optimizer *opt, tg_st_file *f, const char *
             if (opt->kind == TG__OPT_NADAM) {
                 TG_TRY(key(k, prefix, i, "mu_product"));
                 TG_TRY(tg__st_put_scalar(f, k, TG_F32, st->mu_product));
+            }
+            if (opt->kind == TG__OPT_ASGD) {
+                TG_TRY(key(k, prefix, i, "eta"));
+                TG_TRY(tg__st_put_scalar(f, k, TG_F32, st->eta));
+                TG_TRY(key(k, prefix, i, "mu"));
+                TG_TRY(tg__st_put_scalar(f, k, TG_F32, st->mu));
             }
             for (int j = 0; j < TG__OPT_MAX_BUFS; j++) {
                 if (!tg__opt_has_buf(opt->kind, &g->h, j)) continue;
@@ -411,12 +419,14 @@ static int check_header(const tg_optimizer *opt, const tg_st_file *f, const char
     return rc;
 }
 
-/* NAdam's mu_product of parameter i: one value, rounded to f32 as torch
- * keeps it, in (0, 1]: a product of factors in [0, 1), or 1 before any. */
-static int get_mu_product(const tg_st_file *f, const char *prefix, int i, double *mu)
+/* A scalar of parameter i's state kept in f32 as torch keeps it, within
+ * [lo, hi], NaN refused: NAdam's mu_product (a product of factors in
+ * [0, 1), or 1 before any), ASGD's mu (1 / max(1, t - t0)) and eta. */
+static int get_f32(const tg_st_file *f, const char *prefix, int i, const char *name, double lo,
+                   double hi, double *out)
 {
     char k[KEY_MAX];
-    TG_TRY(key(k, prefix, i, "mu_product"));
+    TG_TRY(key(k, prefix, i, name));
     const tg_tensor *t = tg_st_get(f, k);
     TG_CHECK(t != NULL, TG_ENOTFOUND, "optimizer_state_load: missing key '%s'", k);
     TG_CHECK(tg_tensor_numel(t) == 1, TG_ESHAPE,
@@ -424,9 +434,9 @@ static int get_mu_product(const tg_st_file *f, const char *prefix, int i, double
              (long long)tg_tensor_numel(t));
     double v;
     TG_TRY(tg_tensor_get_flat(t, 0, &v));
-    TG_CHECK(v >= 0 && v <= 1, TG_EINVAL, "optimizer_state_load: '%s'=%g must be in [0, 1]",
-             k, v);
-    *mu = (float)v;
+    TG_CHECK(v >= lo && v <= hi, TG_EINVAL, "optimizer_state_load: '%s'=%g must be in [%g, %g]",
+             k, v, lo, hi);
+    *out = (float)v;
     return TG_OK;
 }
 
@@ -456,7 +466,12 @@ static int load_param(const tg_optimizer *opt, const tg__opt_hparams *h, const t
         TG_TRY(get_count(f, k, true, &v));
         st->step = (int64_t)v;
     }
-    if (opt->kind == TG__OPT_NADAM) TG_TRY(get_mu_product(f, prefix, i, &st->mu_product));
+    if (opt->kind == TG__OPT_NADAM)
+        TG_TRY(get_f32(f, prefix, i, "mu_product", 0, 1, &st->mu_product));
+    if (opt->kind == TG__OPT_ASGD) {
+        TG_TRY(get_f32(f, prefix, i, "eta", -INFINITY, INFINITY, &st->eta));
+        TG_TRY(get_f32(f, prefix, i, "mu", 0, 1, &st->mu));
+    }
     for (int j = 0; j < TG__OPT_MAX_BUFS; j++) {
         if (!tg__opt_has_buf(opt->kind, h, j)) continue;
         TG_TRY(key(k, prefix, i, tg__opt_buf_name(opt->kind, j)));

@@ -291,3 +291,44 @@ void tg__rprop_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const voi
     more_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st};
     run(&q, n, rprop_range);
 }
+
+/* ASGD, eta and mu the state's (f32 values):  g = -g (maximize);
+ * g = g + wd * p;  p = p * (1 - lambd * eta);  p = p + (-eta) * g;
+ * ax = ax + (p - ax) * mu, or ax = p while mu is 1. */
+#define ASGD_LOOP(T)                                                          \
+    {                                                                         \
+        T *pp = q->p, *ax = tg_tensor_data(q->st->buf[0]);                    \
+        const T *gg = q->g;                                                   \
+        const T wd = (T)h->weight_decay, decay = (T)q->a, neg_eta = (T)q->b, mu = (T)q->c; \
+        for (int64_t i = lo; i < hi; i++) {                                   \
+            T gi = h->maximize ? -gg[i] : gg[i];                              \
+            if (h->weight_decay != 0) gi = gi + wd * pp[i];                   \
+            pp[i] = pp[i] * decay;                                            \
+            pp[i] = pp[i] + neg_eta * gi;                                     \
+            ax[i] = q->rectify ? pp[i] : ax[i] + (pp[i] - ax[i]) * mu;        \
+        }                                                                     \
+    }
+
+static void asgd_range(void *job, int64_t lo, int64_t hi)
+{
+    const more_job *q = job;
+    const tg__opt_hparams *h = q->h;
+    if (q->cdt == TG_F64) ASGD_LOOP(double)
+    else ASGD_LOOP(float)
+}
+
+void tg__asgd_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
+                     tg__opt_state *st, int64_t n)
+{
+    TG_ASSERT(st->buf[0] != NULL);
+    st->step++;
+    const double t = (double)st->step;
+    /* rectify: ax copies p (torch's mu.item() == 1) */
+    more_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st,
+                  .a = 1 - h->lambd * st->eta, .b = -st->eta, .c = st->mu,
+                  .rectify = st->mu == 1};
+    run(&q, n, asgd_range);
+    st->eta = (float)(h->lr / pow(1 + h->lambd * h->lr * t, h->alpha));
+    const double m = t - h->t0;
+    st->mu = (float)(1 / (m > 1 ? m : 1));
+}

@@ -124,7 +124,7 @@ int op_scope(prog *g)
 }
 
 /* An optimizer over up to three slots: made (SGD, Adam, AdamW, RMSprop,
- * Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, L-BFGS, with options
+ * Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, L-BFGS, ASGD, with options
  * from the bytes, bad ones too), stepped, zeroed, its lr set, freed.  A step
  * changes the parameters in place, so a graph that saved one is refused at
  * its next backward. */
@@ -137,7 +137,7 @@ int op_optim(prog *g)
         for (int j = 0; j < n; j++) ps[j] = slot(g);
         const double lr = value(u8(g)), b1 = value(u8(g)) / 4, b2 = value(u8(g)) / 4,
                      wd = value(u8(g));
-        const uint8_t kind = u8(g) % 11, flags = u8(g);
+        const uint8_t kind = u8(g) % 12, flags = u8(g);
         tg_optimizer *o = NULL;
         int rc;
         if (kind == 0) {
@@ -178,6 +178,10 @@ int op_optim(prog *g)
                                 .tolerance_grad = wd, .tolerance_change = b2,
                                 .history_size = 1 + flags % 4, .strong_wolfe = flags & 2};
             rc = tg_lbfgs_new(&o, n, ps, &lo);
+        } else if (kind == 11) {   /* lambd, alpha, t0 from the bytes */
+            tg_asgd_opts ao = {.lr = lr, .lambd = b1, .alpha = b2, .t0 = value(flags),
+                               .weight_decay = wd, .maximize = flags & 2};
+            rc = tg_asgd_new(&o, n, ps, &ao);
         } else {
             tg_adam_opts ao = {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = 1e-8, .weight_decay = wd};
             rc = kind == 1 ? tg_adam_new(&o, n, ps, &ao) : tg_adamw_new(&o, n, ps, &ao);
