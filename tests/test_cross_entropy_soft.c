@@ -215,14 +215,16 @@ Test(cross_entropy_soft, pytorch_goldens)
     tg_st_free(f);
 }
 
-/* Every exp width gives the same bits, for rows and a spatial shape. */
+/* Every exp width gives the same bits, for rows and a spatial shape, f32
+ * and f64 (whose values show the exp's last bits). */
 Test(cross_entropy_soft, every_exp_width_gives_the_same_bits)
 {
     static const int64_t shapes[2][4] = {{33, 257}, {3, 9, 21}};
-    for (int s = 0; s < 2; s++) {
-        const int nd = s ? 3 : 2;
-        tg_tensor *x = logits(TG_F32, nd, shapes[s], false, false, 9);
-        tg_tensor *t = targets(nd, shapes[s], 4), *q = probs(TG_F32, nd, shapes[s], 3);
+    for (int s = 0; s < 4; s++) {
+        const int nd = s % 2 ? 3 : 2;
+        const tg_dtype dt = s < 2 ? TG_F32 : TG_F64;
+        tg_tensor *x = logits(dt, nd, shapes[s % 2], false, false, 9);
+        tg_tensor *t = targets(nd, shapes[s % 2], 4), *q = probs(dt, nd, shapes[s % 2], 3);
         for (int r = 0; r < 3; r++)
             for (int prob = 0; prob < 2; prob++) {
                 const ce_call c = {.t = prob ? q : t, .ignore = 4, .eps = 0.1, .r = r};
@@ -232,7 +234,7 @@ Test(cross_entropy_soft, every_exp_width_gives_the_same_bits)
                     tg__exp_width_force(wd);
                     if (tg__exp_width_get() != (tg__exp_width)wd) continue;
                     tg_tensor *y0 = run(x, &c, false, NULL, NULL);
-                    if (!gy) OK(tg_tensor_full(&gy, TG_F32, tg_tensor_ndim(y0),
+                    if (!gy) OK(tg_tensor_full(&gy, dt, tg_tensor_ndim(y0),
                                                tg_tensor_shape(y0), 0.75));
                     tg_tensor_release(y0);
                     y[widths] = run(x, &c, false, gy, &g[widths]);
