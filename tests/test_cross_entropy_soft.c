@@ -170,18 +170,20 @@ static int cases_near_composition(tg_dtype dt, int ndim, const int64_t *shape, u
 Test(cross_entropy_soft, value_and_gradient_near_the_composition)
 {
     /* rows: one task and several, C above and below a block of 2048
-     * values; spatial: S = 1 * 5, 12 (blocks within a slab), 1100 */
-    static const int64_t shapes[][4] = {{40, 1000}, {4000, 10}, {37, 63}, {5, 1},
-                                        {3, 7, 5},  {2, 5, 3, 4}, {2, 3, 1100}};
-    static const int ndims[] = {2, 2, 2, 2, 3, 4, 3};
+     * values, rows of C >= 256 one at a time (300: vectors of 8 past the
+     * groups of 32, and 4 classes after); spatial: S = 5, 12 (blocks
+     * within a slab), 1100 */
+    static const int64_t shapes[][4] = {{40, 1000}, {4000, 10}, {37, 63},    {5, 1},
+                                        {3, 7, 5},  {2, 5, 3, 4}, {2, 3, 1100}, {7, 300}};
+    static const int ndims[] = {2, 2, 2, 2, 3, 4, 3, 2};
     const int threads = tg_get_num_threads();
     int checked = 0;
-    for (int s = 0; s < 7; s++)
+    for (int s = 0; s < 8; s++)
         for (int d = 0; d < 2; d++)
             checked += cases_near_composition(d ? TG_F64 : TG_F32, ndims[s], shapes[s],
                                               60 + (uint64_t)s);
     OK(tg_set_num_threads(threads));
-    cr_assert(eq(int, checked, 7 * 2 * 168));
+    cr_assert(eq(int, checked, 8 * 2 * 168));
 }
 
 /* PyTorch's values and gradients for each golden case. */

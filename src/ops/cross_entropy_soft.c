@@ -27,9 +27,11 @@
  * higher derivatives follow. */
 #include <assert.h>
 #include <math.h>
+#include <string.h>
 
 #include "core/core.h"
 #include "autograd/tape.h"
+#include "ops/exp_simd.h"
 #include "ops/families.h"
 #include "ops/loss.h"
 #include "ops/softmax_rows_internal.h"
@@ -61,7 +63,7 @@ typedef struct sce_job {
     const double *gk;
     const int64_t *cls;  /* class targets (-1: ignored), or NULL */
     const double *wk;    /* w_t of each class target (0: ignored) */
-    const double *w;     /* the class weights (C), or NULL */
+    const double *w;     /* the class weights (C), 1 without a weight */
     double u, v, wsum;   /* 1 - e, e / C, sum_c w_c */
     int64_t C, S, K, per;
     tg__exp_width wd;
@@ -71,117 +73,59 @@ typedef struct sce_job {
  * the rows of a block: consecutive positions of a slab, or whole rows. */
 static int64_t row_at(const sce_job *j, int64_t k) { return k / j->S * j->C * j->S + k % j->S; }
 
-/* e[c P + p] = x (or q) of rows [k, k + P) as doubles. */
-static void load_block(const sce_job *j, const void *src, int64_t k, int64_t P, double *e)
-{
-    const int64_t C = j->C, cs = j->S, ps = j->S == 1 ? C : 1, at = row_at(j, k);
-    if (j->f64) {
-        const double *x = (const double *)src + at;
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t p = 0; p < P; p++) e[c * P + p] = x[c * cs + p * ps];
-    } else {
-        const float *x = (const float *)src + at;
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t p = 0; p < P; p++) e[c * P + p] = (double)x[c * cs + p * ps];
-    }
-}
-
 /* a_c of row k (the opening comment), q_c given for probabilities. */
 static inline double coef(const sce_job *j, int64_t k, int64_t c, double q)
 {
-    const double wc = j->w ? j->w[c] : 1.0;
+    const double wc = j->w[c];
     if (j->q) return wc * (j->u * q + j->v);
     if (j->cls[k] < 0) return 0.0;
     return j->v * wc + (c == j->cls[k] ? j->u * j->wk[k] : 0.0);
 }
 
-/* The forward of rows [k, k + P): e (C P values of scratch), qe (C P more
- * for probabilities). */
-static void fwd_block(const sce_job *j, int64_t k, int64_t P, double *e, double *qe)
+/* The rows of C >= ROW_CLASSES values (S = 1) go one at a time, their
+ * sums in LANES partial sums of classes c = l mod LANES, added in lane
+ * order: loops of fixed length that the compiler vectorizes, the same
+ * bits on every CPU. */
+enum { ROW_CLASSES = 256, LANES = 8 };
+typedef double sce_v8d __attribute__((vector_size(64)));
+typedef int64_t sce_v8i __attribute__((vector_size(64)));
+typedef float sce_v8f __attribute__((vector_size(32)));
+
+/* The kernels at each width: FN(name) pastes the width's suffix, the
+ * template defining load_block, fwd_block, bwd_block, lanes_sum, load_row,
+ * fwd_row and bwd_row as name_plain, name_avx2 and name_avx512. */
+#define ATTR
+#define FN(name) name##_plain
+#include "ops/cross_entropy_soft_tmpl.h"
+#undef ATTR
+#undef FN
+#define ATTR TG__SIMD_AVX2
+#define FN(name) name##_avx2
+#include "ops/cross_entropy_soft_tmpl.h"
+#undef ATTR
+#undef FN
+#define ATTR TG__SIMD_AVX512
+#define FN(name) name##_avx512
+#include "ops/cross_entropy_soft_tmpl.h"
+#undef ATTR
+#undef FN
+
+/* The block and row kernels of the calling thread's width. */
+typedef void (*sce_block_fn)(const sce_job *j, int64_t k, int64_t P, double *e, double *qe);
+typedef void (*sce_row_fn)(const sce_job *j, int64_t k, double *e, double *qe);
+
+static sce_block_fn block_fn(const sce_job *j)
 {
-    const int64_t C = j->C;
-    double m[BLOCK_ROWS], s[BLOCK_ROWS], D[BLOCK_ROWS], A[BLOCK_ROWS];
-    load_block(j, j->x, k, P, e);
-    if (j->q) load_block(j, j->q, k, P, qe);
-    for (int64_t p = 0; p < P; p++) {
-        m[p] = -INFINITY;
-        s[p] = D[p] = A[p] = 0.0;
-    }
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t p = 0; p < P; p++)
-            if (e[c * P + p] > m[p]) m[p] = e[c * P + p];
-    /* e = x - m; D = sum_c a_c (x_c - m), A = sum_c a_c: for class targets
-     * D accumulates sum_c w_c (x_c - m) and A, D take the target after */
-    for (int64_t c = 0; c < C; c++) {
-        const double wc = j->w ? j->w[c] : 1.0;
-        for (int64_t p = 0; p < P; p++) {
-            const double d = e[c * P + p] - m[p];
-            e[c * P + p] = d;
-            if (j->q) {
-                const double a = wc * (j->u * qe[c * P + p] + j->v);
-                D[p] += a * d;
-                A[p] += a;
-            } else {
-                D[p] += wc * d;
-            }
-        }
-    }
-    if (!j->q)
-        for (int64_t p = 0; p < P; p++) {
-            const int64_t t = j->cls[k + p];
-            const double wt = t < 0 ? 0.0 : j->u * j->wk[k + p];
-            D[p] = t < 0 ? 0.0 : wt * e[t * P + p] + j->v * D[p];
-            A[p] = t < 0 ? 0.0 : wt + j->v * j->wsum;
-        }
-    tg__exp_f64_inplace(e, C * P, j->wd);
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t p = 0; p < P; p++) s[p] += e[c * P + p];
-    for (int64_t p = 0; p < P; p++) {
-        double *st = j->st + 3 * (k + p);
-        st[0] = m[p];
-        st[1] = s[p];
-        st[2] = A[p];
-        const bool ignored = !j->q && j->cls[k + p] < 0;
-        j->l[k + p] = ignored ? 0.0 : A[p] * log(s[p]) - D[p];
-    }
+    if (j->wd == TG__EXP_AVX512) return j->backward ? bwd_block_avx512 : fwd_block_avx512;
+    if (j->wd == TG__EXP_AVX2) return j->backward ? bwd_block_avx2 : fwd_block_avx2;
+    return j->backward ? bwd_block_plain : fwd_block_plain;
 }
 
-/* dx of rows [k, k + P): g_k (A softmax(x)_c - a_c), each rounded once
- * (an ignored target's row: g_k = 0, so +0 but where x holds NaN);
- * dx of a class target's row takes a_c = e / C w_c, then its target's
- * element again with the whole a_t. */
-static void bwd_block(const sce_job *j, int64_t k, int64_t P, double *e, double *qe)
+static sce_row_fn row_fn(const sce_job *j)
 {
-    const int64_t C = j->C, cs = j->S, ps = j->S == 1 ? C : 1, at = row_at(j, k);
-    double m[BLOCK_ROWS], r[BLOCK_ROWS], gk[BLOCK_ROWS];
-    load_block(j, j->x, k, P, e);
-    if (j->q) load_block(j, j->q, k, P, qe);
-    for (int64_t p = 0; p < P; p++) {
-        const double *st = j->st + 3 * (k + p);
-        m[p] = st[0];
-        r[p] = st[2] / st[1];   /* A / s */
-        gk[p] = j->gk[k + p];
-    }
-    for (int64_t c = 0; c < C; c++)
-        for (int64_t p = 0; p < P; p++) e[c * P + p] -= m[p];
-    tg__exp_f64_inplace(e, C * P, j->wd);
-    for (int64_t c = 0; c < C; c++) {
-        const double wc = j->w ? j->w[c] : 1.0;
-        for (int64_t p = 0; p < P; p++) {
-            const double a = j->q ? wc * (j->u * qe[c * P + p] + j->v) : j->v * wc;
-            const double d = gk[p] * (e[c * P + p] * r[p] - a) + 0.0;   /* +0, as torch's */
-            if (j->f64) ((double *)j->dx)[at + c * cs + p * ps] = d;
-            else ((float *)j->dx)[at + c * cs + p * ps] = (float)d;
-        }
-    }
-    if (j->q) return;
-    for (int64_t p = 0; p < P; p++) {
-        const int64_t t = j->cls[k + p];
-        if (t < 0) continue;
-        const double d = gk[p] * (e[t * P + p] * r[p] - coef(j, k + p, t, 0.0));
-        if (j->f64) ((double *)j->dx)[at + t * cs + p * ps] = d;
-        else ((float *)j->dx)[at + t * cs + p * ps] = (float)d;
-    }
+    if (j->wd == TG__EXP_AVX512) return j->backward ? bwd_row_avx512 : fwd_row_avx512;
+    if (j->wd == TG__EXP_AVX2) return j->backward ? bwd_row_avx2 : fwd_row_avx2;
+    return j->backward ? bwd_row_plain : fwd_row_plain;
 }
 
 static int sce_task(void *p, int64_t t)
@@ -189,17 +133,23 @@ static int sce_task(void *p, int64_t t)
     const sce_job *j = p;
     const int64_t k1 = (t + 1) * j->per < j->K ? (t + 1) * j->per : j->K;
     const int64_t rows = BLOCK_VALUES / j->C;
-    const int64_t pmax = rows < 1 ? 1 : rows > BLOCK_ROWS ? BLOCK_ROWS : rows;
+    const int64_t pmax = rows < 1 ? 1 : rows > BLOCK_ROWS ? BLOCK_ROWS : rows;   /* or C */
     const size_t ne = (size_t)(pmax * j->C + TG__EXP_PAD);
     double *e = tg__work_alloc((j->q ? 2 : 1) * ne * sizeof *e);
     if (!e)
         return tg__error(TG_ENOMEM, "cross_entropy: out of memory for a row of %lld classes",
                          (long long)j->C);
+    if (j->S == 1 && j->C >= ROW_CLASSES) {
+        const sce_row_fn row = row_fn(j);
+        for (int64_t k = t * j->per; k < k1; k++) row(j, k, e, e + ne);
+        tg__work_free(e);
+        return TG_OK;
+    }
+    const sce_block_fn block = block_fn(j);
     for (int64_t k = t * j->per; k < k1;) {
         int64_t P = k1 - k < pmax ? k1 - k : pmax;
         if (j->S > 1 && j->S - k % j->S < P) P = j->S - k % j->S;   /* within a slab */
-        if (j->backward) bwd_block(j, k, P, e, e + ne);
-        else fwd_block(j, k, P, e, e + ne);
+        block(j, k, P, e, e + ne);
         k += P;
     }
     tg__work_free(e);
@@ -250,13 +200,14 @@ static int inputs_read(sce_inputs *in, sce_job *j, const sce_params *p, tg_tenso
                    .u = 1.0 - p->eps, .v = p->eps / (double)C, .wsum = (double)C};
     TG_TRY(tg_contiguous(&in->xc, x));
     j->x = tg_tensor_cdata(in->xc);
+    if (!(in->w = tg__malloc((size_t)C * sizeof *in->w))) return TG_ENOMEM;
+    for (int64_t c = 0; c < C; c++) in->w[c] = 1.0;   /* w_c = 1 without a weight */
     if (weight) {
-        if (!(in->w = tg__malloc((size_t)C * sizeof *in->w))) return TG_ENOMEM;
         tg__gather(weight, TG_F64, in->w);
         j->wsum = 0.0;
         for (int64_t c = 0; c < C; c++) j->wsum += in->w[c];
-        j->w = in->w;
     }
+    j->w = in->w;
     if (p->prob) {
         TG_TRY(tg_contiguous(&in->qc, target));
         j->q = tg_tensor_cdata(in->qc);
