@@ -241,29 +241,29 @@ ATTR static void FN(fwd_row)(const sce_job *j, int64_t k, double *e, double *qe)
     (void)qe;
 }
 
-/* bwd_block of one row of S = 1. */
+/* bwd_block of one row of S = 1: e = exp(x - m), then dx in one pass. */
 ATTR static void FN(bwd_row)(const sce_job *j, int64_t k, double *e, double *qe)
 {
     const int64_t C = j->C;
-    const double *st = j->st + 3 * k, *w = j->w, r = st[2] / st[1], g = j->gk[k];
+    const double *st = j->st + 3 * k, *w = j->w;
+    const double m = st[0], r = st[2] / st[1], g = j->gk[k], u = j->u, vv = j->v;
     FN(load_row)(j, j->x, k, e);
     if (j->q) FN(load_row)(j, j->q, k, qe);
-    for (int64_t c = 0; c < C; c++) e[c] -= st[0];
+    for (int64_t c = 0; c < C; c++) e[c] -= m;
     tg__exp_f64_inplace(e, C, j->wd);
     if (j->f64) {
-        double *dx = (double *)j->dx + k * C;
+        double *restrict dx = (double *)j->dx + k * C;
         if (j->q)
-            for (int64_t c = 0; c < C; c++)
-                dx[c] = g * (e[c] * r - w[c] * (j->u * qe[c] + j->v)) + 0.0;
+            for (int64_t c = 0; c < C; c++) dx[c] = g * (e[c] * r - w[c] * (u * qe[c] + vv)) + 0.0;
         else
-            for (int64_t c = 0; c < C; c++) dx[c] = g * (e[c] * r - j->v * w[c]) + 0.0;
+            for (int64_t c = 0; c < C; c++) dx[c] = g * (e[c] * r - vv * w[c]) + 0.0;
     } else {
-        float *dx = (float *)j->dx + k * C;
+        float *restrict dx = (float *)j->dx + k * C;
         if (j->q)
             for (int64_t c = 0; c < C; c++)
-                dx[c] = (float)(g * (e[c] * r - w[c] * (j->u * qe[c] + j->v)) + 0.0);
+                dx[c] = (float)(g * (e[c] * r - w[c] * (u * qe[c] + vv)) + 0.0);
         else
-            for (int64_t c = 0; c < C; c++) dx[c] = (float)(g * (e[c] * r - j->v * w[c]) + 0.0);
+            for (int64_t c = 0; c < C; c++) dx[c] = (float)(g * (e[c] * r - vv * w[c]) + 0.0);
     }
     const int64_t t = j->q ? -1 : j->cls[k];
     if (t < 0) return;
@@ -271,4 +271,3 @@ ATTR static void FN(bwd_row)(const sce_job *j, int64_t k, double *e, double *qe)
     if (j->f64) ((double *)j->dx)[k * C + t] = d;
     else ((float *)j->dx)[k * C + t] = (float)d;
 }
-
