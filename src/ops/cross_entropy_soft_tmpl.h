@@ -39,16 +39,22 @@ ATTR static void FN(fwd_block)(const sce_job *j, int64_t k, int64_t P, double *e
             if (e[c * P + p] > m[p]) m[p] = e[c * P + p];
     /* e = x - m; D = sum_c a_c (x_c - m), A = sum_c a_c: for class targets
      * D accumulates sum_c w_c (x_c - m) and A, D take the target after */
+    const double u = j->u, vv = j->v;
+    double *restrict er = e;
+    const double *restrict qr = qe;
     for (int64_t c = 0; c < C; c++) {
         const double wc = j->w[c];
-        for (int64_t p = 0; p < P; p++) {
-            const double d = e[c * P + p] - m[p];
-            e[c * P + p] = d;
-            if (j->q) {
-                const double a = wc * (j->u * qe[c * P + p] + j->v);
+        if (j->q) {
+            for (int64_t p = 0; p < P; p++) {
+                const double d = er[c * P + p] - m[p], a = wc * (u * qr[c * P + p] + vv);
+                er[c * P + p] = d;
                 D[p] += a * d;
                 A[p] += a;
-            } else {
+            }
+        } else {
+            for (int64_t p = 0; p < P; p++) {
+                const double d = er[c * P + p] - m[p];
+                er[c * P + p] = d;
                 D[p] += wc * d;
             }
         }
@@ -73,7 +79,8 @@ ATTR static void FN(fwd_block)(const sce_job *j, int64_t k, int64_t P, double *e
     }
 }
 
-/* dx of rows [k, k + P): g_k (A softmax(x)_c - a_c), each rounded once
+/* dx of rows [k, k + P): g_k (A softmax(x)_c - a_c) into e, then each
+ * rounded once into dx
  * (an ignored target's row: g_k = 0, so +0 but where x holds NaN);
  * dx of a class target's row takes a_c = e / C w_c, then its target's
  * element again with the whole a_t. */
@@ -92,22 +99,35 @@ ATTR static void FN(bwd_block)(const sce_job *j, int64_t k, int64_t P, double *e
     for (int64_t c = 0; c < C; c++)
         for (int64_t p = 0; p < P; p++) e[c * P + p] -= m[p];
     tg__exp_f64_inplace(e, C * P, j->wd);
-    for (int64_t c = 0; c < C; c++) {
-        const double wc = j->w[c];
-        for (int64_t p = 0; p < P; p++) {
-            const double a = j->q ? wc * (j->u * qe[c * P + p] + j->v) : j->v * wc;
-            const double d = gk[p] * (e[c * P + p] * r[p] - a) + 0.0;   /* +0, as torch's */
-            if (j->f64) ((double *)j->dx)[at + c * cs + p * ps] = d;
-            else ((float *)j->dx)[at + c * cs + p * ps] = (float)d;
-        }
-    }
-    if (j->q) return;
+    double tv[BLOCK_ROWS];   /* dx at each class target, before e holds dx */
     for (int64_t p = 0; p < P; p++) {
-        const int64_t t = j->cls[k + p];
-        if (t < 0) continue;
-        const double d = gk[p] * (e[t * P + p] * r[p] - coef(j, k + p, t, 0.0));
-        if (j->f64) ((double *)j->dx)[at + t * cs + p * ps] = d;
-        else ((float *)j->dx)[at + t * cs + p * ps] = (float)d;
+        const int64_t t = j->q ? -1 : j->cls[k + p];
+        if (t >= 0) tv[p] = gk[p] * (e[t * P + p] * r[p] - coef(j, k + p, t, 0.0));
+    }
+    const double u = j->u, vv = j->v;
+    double *restrict er = e;
+    const double *restrict qr = qe;
+    for (int64_t c = 0; c < C; c++) {   /* +0 for an ignored row, as torch's */
+        const double wc = j->w[c];
+        if (j->q)
+            for (int64_t p = 0; p < P; p++) {
+                const double a = wc * (u * qr[c * P + p] + vv);
+                er[c * P + p] = gk[p] * (er[c * P + p] * r[p] - a) + 0.0;
+            }
+        else
+            for (int64_t p = 0; p < P; p++)
+                er[c * P + p] = gk[p] * (er[c * P + p] * r[p] - vv * wc) + 0.0;
+    }
+    for (int64_t p = 0; !j->q && p < P; p++)
+        if (j->cls[k + p] >= 0) er[j->cls[k + p] * P + p] = tv[p];
+    if (j->f64) {
+        double *restrict dx = (double *)j->dx + at;
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t p = 0; p < P; p++) dx[c * cs + p * ps] = er[c * P + p];
+    } else {
+        float *restrict dx = (float *)j->dx + at;
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t p = 0; p < P; p++) dx[c * cs + p * ps] = (float)er[c * P + p];
     }
 }
 
