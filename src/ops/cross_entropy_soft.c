@@ -18,7 +18,11 @@
  *   loss_k = A log(s) - sum_c a_c (x_c - m),
  *   d loss_k / d x_c = A softmax(x)_c - a_c.
  * MEAN divides the sum by sum_k w_{t_k} over the targets not ignored
- * (class indices) or by N S (probabilities), as torch's.  The forward
+ * (class indices) or by N S (probabilities), as torch's.  Rows of 256 or
+ * more classes (S = 1) go one at a time in vectors of 8 doubles, the
+ * others in blocks of up to 64 rows (positions of a slab, or whole rows)
+ * whose C P values go through the exp together (the kernels of
+ * src/ops/cross_entropy_soft_tmpl.h, compiled at each width).  The forward
  * keeps (m, s, A) of each row in double and takes e^(x - m) by
  * src/ops/exp_simd.h's exp at the calling thread's width (the same bits at
  * every width); each loss and each gradient is computed in double and
@@ -69,8 +73,7 @@ typedef struct sce_job {
     tg__exp_width wd;
 } sce_job;
 
-/* The offset of row k's class 0 in x (N, C, S), and the stride between
- * the rows of a block: consecutive positions of a slab, or whole rows. */
+/* The offset of row k's class 0 in x (N, C, S). */
 static int64_t row_at(const sce_job *j, int64_t k) { return k / j->S * j->C * j->S + k % j->S; }
 
 /* a_c of row k (the opening comment), q_c given for probabilities. */
@@ -82,10 +85,9 @@ static inline double coef(const sce_job *j, int64_t k, int64_t c, double q)
     return j->v * wc + (c == j->cls[k] ? j->u * j->wk[k] : 0.0);
 }
 
-/* The rows of C >= ROW_CLASSES values (S = 1) go one at a time, their
- * sums in LANES partial sums of classes c = l mod LANES, added in lane
- * order: loops of fixed length that the compiler vectorizes, the same
- * bits on every CPU. */
+/* The rows of C >= ROW_CLASSES values (S = 1) go one at a time, in
+ * vectors of LANES doubles (fwd_row's partial sums, added in a fixed
+ * order), the others in blocks of up to BLOCK_ROWS rows. */
 enum { ROW_CLASSES = 256, LANES = 8 };
 typedef double sce_v8d __attribute__((vector_size(64)));
 typedef int64_t sce_v8i __attribute__((vector_size(64)));
@@ -133,7 +135,7 @@ static int sce_task(void *p, int64_t t)
     const sce_job *j = p;
     const int64_t k1 = (t + 1) * j->per < j->K ? (t + 1) * j->per : j->K;
     const int64_t rows = BLOCK_VALUES / j->C;
-    const int64_t pmax = rows < 1 ? 1 : rows > BLOCK_ROWS ? BLOCK_ROWS : rows;   /* or C */
+    const int64_t pmax = rows < 1 ? 1 : rows > BLOCK_ROWS ? BLOCK_ROWS : rows;
     const size_t ne = (size_t)(pmax * j->C + TG__EXP_PAD);
     double *e = tg__work_alloc((j->q ? 2 : 1) * ne * sizeof *e);
     if (!e)
