@@ -66,6 +66,7 @@ ATTR static void FN(fwd_block)(const sce_job *j, int64_t k, int64_t P, double *e
             D[p] = t < 0 ? 0.0 : wt * e[t * P + p] + j->v * D[p];
             A[p] = t < 0 ? 0.0 : wt + j->v * j->wsum;
         }
+    for (int i = 0; i < TG__EXP_PAD; i++) e[C * P + i] = 0.0;   /* the padding: defined */
     tg__exp_f64_inplace(e, C * P, j->wd);
     for (int64_t c = 0; c < C; c++)
         for (int64_t p = 0; p < P; p++) s[p] += e[c * P + p];
@@ -98,6 +99,7 @@ ATTR static void FN(bwd_block)(const sce_job *j, int64_t k, int64_t P, double *e
     }
     for (int64_t c = 0; c < C; c++)
         for (int64_t p = 0; p < P; p++) e[c * P + p] -= m[p];
+    for (int i = 0; i < TG__EXP_PAD; i++) e[C * P + i] = 0.0;   /* the padding: defined */
     tg__exp_f64_inplace(e, C * P, j->wd);
     double tv[BLOCK_ROWS];   /* dx at each class target, before e holds dx */
     for (int64_t p = 0; p < P; p++) {
@@ -240,6 +242,7 @@ ATTR static void FN(fwd_row)(const sce_job *j, int64_t k, double *e, double *qe)
         D = t < 0 ? 0.0 : wt * e[t] + vv * D;
         A = t < 0 ? 0.0 : wt + vv * j->wsum;
     }
+    for (int i = 0; i < TG__EXP_PAD; i++) e[C + i] = 0.0;   /* the padding: defined */
     tg__exp_f64_inplace(e, C, j->wd);
     for (c = 0; c < C32; c += 4 * LANES)
         for (int h = 0; h < 4; h++) {
@@ -270,6 +273,7 @@ ATTR static void FN(bwd_row)(const sce_job *j, int64_t k, double *e, double *qe)
     FN(load_row)(j, j->x, k, e);
     if (j->q) FN(load_row)(j, j->q, k, qe);
     for (int64_t c = 0; c < C; c++) e[c] -= m;
+    for (int i = 0; i < TG__EXP_PAD; i++) e[C + i] = 0.0;   /* the padding: defined */
     tg__exp_f64_inplace(e, C, j->wd);
     if (j->f64) {
         double *restrict dx = (double *)j->dx + k * C;
