@@ -1,20 +1,22 @@
 /* bench/rows: the time of one call of an op on a (N, C) tensor, forward or
  * forward and backward, for bench/rows.py and bench/pointwise.py (which
  * run the same call in PyTorch and give the ratio): softmax, log_softmax,
- * cross_entropy along the last dim, sum and mean of every element, sum
+ * cross_entropy along the last dim (also with label smoothing 0.1, and
+ * with probability targets), sum and mean of every element, sum
  * over the last dim, mse_loss, layer_norm over the last dim (weight and
  * bias U[0.5, 2) and U[-1, 1)), and the element-wise gelu, sigmoid, tanh,
  * silu, exp and relu.
  *
  *   rows --op softmax|log_softmax|cross_entropy|sum|mean|sum_dim1|mse_loss|layer_norm|
- *             gelu|sigmoid|tanh|silu|exp|relu
+ *             cross_entropy_smooth|cross_entropy_probs|gelu|sigmoid|tanh|silu|exp|relu
  *        --shape N,C[,d1[,d2]] [--dtype f32|f64|bf16|f16] [--threads T]
  *        [--repeat R (20)] [--backward]
  *
  * x is U[-4, 4) of the shape (d1, d2: spatial dims, for softmax,
  * log_softmax and cross_entropy, whose class dim is then 1);
  * cross_entropy's targets (N, d1, ...) are
- * k % C at flat index k (n % C for (N, C)), mse_loss's
+ * k % C at flat index k (n % C for (N, C)), cross_entropy_probs' the
+ * softmax over dim 1 of a second U[-4, 4) tensor, mse_loss's
  * target a second U[-4, 4) tensor (both with mean reduction).  With
  * --backward x requires grad and a pass is the forward, a backward with a
  * fixed random grad_y of the output's shape, and x's gradient released, as
@@ -36,13 +38,14 @@
 typedef struct rows_case {
     int op;   /* its index in ops */
     bool backward;
-    tg_tensor *x, *target, *other, *w, *b, *gy;
+    tg_tensor *x, *target, *probs, *other, *w, *b, *gy;
 } rows_case;
 
 /* The ops; from FIRST_UNARY on, the element-wise ones of unary[], in order. */
-enum { FIRST_UNARY = 8 };
+enum { FIRST_UNARY = 10 };
 static const char *const ops[] = {"softmax",  "log_softmax", "cross_entropy", "sum",
                                   "mean",     "sum_dim1",    "mse_loss",      "layer_norm",
+                                  "cross_entropy_smooth",    "cross_entropy_probs",
                                   "gelu",     "sigmoid",     "tanh",          "silu",
                                   "exp",      "relu"};
 static int (*const unary[])(tg_tensor **, tg_tensor *) = {tg_gelu, tg_sigmoid, tg_tanh,
@@ -67,6 +70,14 @@ static void run_op(const rows_case *c, tg_tensor **y)
     case 5: CHECK(tg_sum_dims(y, c->x, 1, (int[]){1}, false)); break;
     case 6: CHECK(tg_mse_loss(y, c->x, c->other, TG_REDUCTION_MEAN)); break;
     case 7: CHECK(tg_layer_norm(y, c->x, 1, &tg_tensor_shape(c->x)[1], c->w, c->b, 1e-5)); break;
+    case 8:
+        CHECK(tg_cross_entropy_ex(y, c->x, c->target, NULL, TG_IGNORE_INDEX_DEFAULT,
+                                  TG_REDUCTION_MEAN, 0.1));
+        break;
+    case 9:
+        CHECK(tg_cross_entropy_ex(y, c->x, c->probs, NULL, TG_IGNORE_INDEX_DEFAULT,
+                                  TG_REDUCTION_MEAN, 0.0));
+        break;
     default: CHECK(unary[c->op - FIRST_UNARY](y, c->x)); break;
     }
 }
@@ -120,7 +131,8 @@ static bool parse_args(int argc, char **argv, rows_args *a)
     }
     if (ok && a->op >= 0 && have_shape && a->repeat >= 1) return true;
     fprintf(stderr, "usage: rows --op softmax|log_softmax|cross_entropy|sum|mean|sum_dim1|"
-                    "mse_loss|layer_norm|gelu|sigmoid|tanh|silu|exp|relu --shape N,C[,d1[,d2]] "
+                    "mse_loss|layer_norm|cross_entropy_smooth|cross_entropy_probs|gelu|sigmoid|tanh|"
+                    "silu|exp|relu --shape N,C[,d1[,d2]] "
                     "[--dtype f32|f64|bf16|f16] [--threads T] [--repeat R] [--backward]\n");
     return false;
 }
@@ -156,6 +168,7 @@ int main(int argc, char **argv)
     for (int64_t k = 0; k < tg_tensor_numel(c.target); k++) t[k] = k % shape[1];
     CHECK(tg_tensor_zeros(&c.other, dt, a.ndim, shape));
     CHECK(tg_tensor_rand_uniform(c.other, &rng, -4.0, 4.0));
+    CHECK(tg_softmax(&c.probs, c.other, 1));
     CHECK(tg_tensor_zeros(&c.w, dt, 1, &shape[1]));
     CHECK(tg_tensor_rand_uniform(c.w, &rng, 0.5, 2.0));
     CHECK(tg_tensor_zeros(&c.b, dt, 1, &shape[1]));
@@ -171,6 +184,7 @@ int main(int argc, char **argv)
     if (bench_time_calls(pass, &c, a.repeat)) return 1;
     tg_tensor_release(c.gy);
     tg_tensor_release(c.other);
+    tg_tensor_release(c.probs);
     tg_tensor_release(c.w);
     tg_tensor_release(c.b);
     tg_tensor_release(c.target);

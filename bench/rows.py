@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Ops over the rows of (N, C): softmax, log_softmax and cross_entropy along the
-last dim (all three also over dim 1 of (N, C, d1, d2)), sum and mean of
+last dim (all three also over dim 1 of (N, C, d1, d2); cross_entropy also
+with label smoothing 0.1 and with probability targets, the softmax of a
+second U[-4, 4) tensor), sum and mean of
 every element, sum over the last dim, mse_loss, layer_norm over the last dim;
 tapegrad (bench/rows) against PyTorch (Debian's python3-torch), the same
 thread count, in one run.
@@ -26,6 +28,12 @@ CASES = [
     ("cross_entropy", "cross_entropy", "f32", (4096, 10)),
     ("cross_entropy", "cross_entropy", "f64", (4096, 10)),
     ("cross_entropy", "cross_entropy", "f32", (64, 10, 32, 32)),
+    ("cross_entropy smooth", "cross_entropy_smooth", "f32", (256, 1000)),
+    ("cross_entropy smooth", "cross_entropy_smooth", "f32", (4096, 10)),
+    ("cross_entropy smooth", "cross_entropy_smooth", "f32", (64, 10, 32, 32)),
+    ("cross_entropy probs", "cross_entropy_probs", "f32", (256, 1000)),
+    ("cross_entropy probs", "cross_entropy_probs", "f32", (4096, 10)),
+    ("cross_entropy probs", "cross_entropy_probs", "f32", (64, 10, 32, 32)),
     ("softmax spatial", "softmax", "f32", (64, 10, 32, 32)),
     ("log_softmax spatial", "log_softmax", "f32", (64, 10, 32, 32)),
     ("log_softmax", "log_softmax", "f32", (4096, 100)),
@@ -41,18 +49,27 @@ def make_fns(torch, n, c, dtype, g):
     import torch.nn.functional as F
     other = ((torch.rand(n, c, generator=g) * 8 - 4)).to(dtype)
     targets = {}   # by x's shape: k % C at flat index k of (N, d1, ...)
+    probs = {}   # by x's shape: softmax over dim 1 of U[-4, 4)
 
     def target(t):
         if t.shape not in targets:
             shape = (t.shape[0],) + tuple(t.shape[2:])
             targets[t.shape] = (torch.arange(t.numel() // c) % c).reshape(shape)
         return targets[t.shape]
+    def prob(t):
+        if t.shape not in probs:
+            u = (torch.rand(t.shape, generator=g) * 8 - 4).to(dtype)
+            probs[t.shape] = torch.softmax(u, 1)
+        return probs[t.shape]
     w = (torch.rand(c, generator=g) * 1.5 + 0.5).to(dtype)
     b = (torch.rand(c, generator=g) * 2 - 1).to(dtype)
     return {
         "softmax": lambda t: F.softmax(t, 1),
         "log_softmax": lambda t: F.log_softmax(t, 1),
         "cross_entropy": lambda t: F.cross_entropy(t, target(t)),
+        "cross_entropy_smooth":
+            lambda t: F.cross_entropy(t, target(t), label_smoothing=0.1),
+        "cross_entropy_probs": lambda t: F.cross_entropy(t, prob(t)),
         "sum": lambda t: t.sum(),
         "mean": lambda t: t.mean(),
         "sum_dim1": lambda t: t.sum(1),

@@ -11,7 +11,9 @@
  * differentiable to any order; nn's CrossEntropyLoss module calls it.
  * f32 or f64 logits (N, C) or (N, C, d1, ...) with class indices and no
  * label smoothing take the one op of src/ops/cross_entropy_rows.c
- * instead, with the same bits. */
+ * instead, with the same bits; with label smoothing, or with probability
+ * targets of their dtype, the one op of src/ops/cross_entropy_soft.c
+ * (tg__cross_entropy_composed keeps the composition, for its tests). */
 #include "core/core.h"
 #include "ops/loss.h"
 #include "tapegrad/loss.h"
@@ -22,6 +24,7 @@ typedef struct ce_opts {
     int64_t ignore_index;
     tg_reduction red;
     double label_smoothing;
+    bool composed;   /* the composition even where a one op takes the call */
 } ce_opts;
 
 /* t times the class weights w (C), viewed as (1, C, 1, ...) along t's class
@@ -153,8 +156,11 @@ static int cross_entropy(tg_tensor **y, const ce_opts *s, tg_tensor *w, tg_tenso
                  "cross_entropy_ex: weight has %lld elements; input has %lld classes",
                  (long long)w->shape[0], (long long)x->shape[cdim]);
     }
-    if (!prob && s->label_smoothing == 0.0) {   /* f32 or f64: one op of its own */
-        const int fused = tg__cross_entropy_rows(y, x, target, w, s->red, s->ignore_index);
+    if (!s->composed) {   /* f32 or f64: one op of their own */
+        const int fused = !prob && s->label_smoothing == 0.0
+                              ? tg__cross_entropy_rows(y, x, target, w, s->red, s->ignore_index)
+                              : tg__cross_entropy_soft(y, x, target, w, s->red, s->ignore_index,
+                                                       s->label_smoothing);
         if (fused != TG__CE_ROWS_NOT_TAKEN) return fused;
     }
     tg_tensor *logp = NULL, *nll = NULL, *sm = NULL, *a = NULL, *b = NULL;
@@ -189,6 +195,18 @@ int tg_cross_entropy_ex(tg_tensor **out, tg_tensor *input, tg_tensor *target,
 {
     const ce_opts s = {.ignore_index = ignore_index, .red = red,
                        .label_smoothing = label_smoothing};
+    tg__lib_enter();
+    int rc = cross_entropy(out, &s, weight, input, target);
+    tg__lib_leave();
+    return tg__scope_capture(out, rc);
+}
+
+int tg__cross_entropy_composed(tg_tensor **out, tg_tensor *input, tg_tensor *target,
+                               tg_tensor *weight, int64_t ignore_index, tg_reduction red,
+                               double label_smoothing)
+{
+    const ce_opts s = {.ignore_index = ignore_index, .red = red,
+                       .label_smoothing = label_smoothing, .composed = true};
     tg__lib_enter();
     int rc = cross_entropy(out, &s, weight, input, target);
     tg__lib_leave();

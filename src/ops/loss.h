@@ -90,5 +90,21 @@ int tg__nll_loss_backward(tg_tensor **out, tg_tensor *g, tg_tensor *target, tg_t
 enum { TG__CE_ROWS_NOT_TAKEN = 1 };
 int tg__cross_entropy_rows(tg_tensor **out, tg_tensor *x, tg_tensor *target, tg_tensor *weight,
                            tg_reduction red, int64_t ignore_index);
+/* cross_entropy of f32 or f64 logits x (N, C) or (N, C, d1, ...) with
+ * label_smoothing in (0, 1] and i64 classes target (N) or (N, d1, ...),
+ * or with a target of class probabilities of x's shape and dtype not
+ * requiring grad (label_smoothing in [0, 1]), weight NULL or (C) of x's
+ * dtype not requiring grad, red one of the three, x not empty: torch's
+ * value and gradients as one recorded op (src/ops/cross_entropy_soft.c),
+ * each computed in double and rounded once.  Returns
+ * TG__CE_ROWS_NOT_TAKEN, nothing done, for any other arguments. */
+int tg__cross_entropy_soft(tg_tensor **out, tg_tensor *x, tg_tensor *target, tg_tensor *weight,
+                           tg_reduction red, int64_t ignore_index, double label_smoothing);
+/* tg_cross_entropy_ex as the composition of recorded ops alone (log_softmax,
+ * nll_loss, the smoothing term's), never one of the ops above: for tests
+ * that compare those with it. */
+int tg__cross_entropy_composed(tg_tensor **out, tg_tensor *input, tg_tensor *target,
+                               tg_tensor *weight, int64_t ignore_index, tg_reduction red,
+                               double label_smoothing);
 
 #endif
