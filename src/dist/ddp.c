@@ -179,8 +179,8 @@ static int ddp_create(tg_ddp **out, tg_dist *d, tg_module *m, int n, tg_tensor *
     if (!o) o = &defaults;
     tg_ddp *ddp = NULL;
     /* what the ranks must agree on, the module's layout first */
-    int64_t sig[5] = {0, 0, o->bucket_cap_bytes > INT64_MAX ? INT64_MAX : (int64_t)o->bucket_cap_bytes,
-                      m && o->broadcast_buffers, (int64_t)o->compress};
+    const int64_t cap = o->bucket_cap_bytes > INT64_MAX ? INT64_MAX : (int64_t)o->bucket_cap_bytes;
+    int64_t sig[5] = {0, 0, cap, m && o->broadcast_buffers, (int64_t)o->compress};
     static const char *const what[5] = {
         "the ranks' modules differ in their state entries, shapes or dtypes",
         "the ranks' parameters differ in number, order, shape or dtype",
