@@ -7,9 +7,9 @@
  *     grad = f32( h( ... h(h(g_0 / N) + h(g_1 / N)) ... + h(g_{N-1} / N)) )
  *
  * so half the bytes of f32 cross the network.  PyTorch rounds g to h first
- * and divides in h; the two agree whenever N is a power of two and g / N is
- * neither beyond h's range nor subnormal in h (dividing first keeps a g up
- * to N times h's largest value finite).
+ * and divides in h; the two agree whenever N is a power of two, g is within
+ * h's range and g / N is not subnormal in h (dividing first keeps a g up to
+ * N times h's largest value finite).
  *
  * MPI has no half types: a bucket travels as a 2-byte datatype of its own
  * (two MPI_BYTEs) and is reduced by a user-defined, commutative MPI_Op that
