@@ -2,7 +2,7 @@
  *
  *   mpirun -np R ddp_step [--batch 32] [--steps N (10)] [--warmup W (2)]
  *                         [--threads T (1)] [--no-overlap] [--bucket-mb X (25)]
- *                         [--no-broadcast-buffers]
+ *                         [--no-broadcast-buffers] [--compress bf16|f16|f32 (f32)]
  *
  * The step of bench/dcgan_step (PyTorch's DCGAN example on the models of
  * examples/dcgan/model.h, BCE, Adam lr 2e-4, betas (0.5, 0.999)), with each
@@ -12,8 +12,11 @@
  * with its defaults but for --no-overlap and --bucket-mb: so each
  * tg_ddp_finish also copies rank 0's BatchNorm buffers to every rank.
  * --no-broadcast-buffers turns that copy off (broadcast_buffers false).
+ * --compress bf16 or f16 all-reduces the gradients in that dtype
+ * (tg_ddp_opts.compress; f32, the default, does not compress).
  * Rank 0 prints one JSON line: ranks, threads, batch per rank, whether
- * buffers are broadcast, images/s of the whole job over the N timed steps,
+ * buffers are broadcast, the compression, images/s of the whole job over
+ * the N timed steps,
  * the milliseconds per step spent inside tg_ddp_finish (both reductions
  * and the buffers' broadcast: with --no-overlap all of the all-reduce, as
  * it starts after backward; with overlap the part not hidden behind
@@ -142,6 +145,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--bucket-mb")) o.bucket_cap_bytes = (size_t)(atof(v) * (1 << 20)), i++;
         else if (!strcmp(argv[i], "--no-overlap")) o.overlap = false;
         else if (!strcmp(argv[i], "--no-broadcast-buffers")) o.broadcast_buffers = false;
+        else if (!strcmp(argv[i], "--compress")) {
+            CHECK(tg_dtype_from_name(&o.compress, v));   /* tg_ddp_new checks the rest */
+            i++;
+        }
         else {
             fprintf(stderr, "ddp_step: unknown argument '%s'\n", argv[i]);
             tg_dist_abort(g_dist, TG_EINVAL);
@@ -185,12 +192,13 @@ int main(int argc, char **argv)
                               d0.finish_seconds) / steps;
     if (tg_dist_rank(g_dist) == 0)
         printf("{\"ranks\": %d, \"threads\": %d, \"batch_per_rank\": %lld, \"overlap\": %s, "
-               "\"broadcast_buffers\": %s, "
+               "\"broadcast_buffers\": %s, \"compress\": \"%s\", "
                "\"bucket_mb\": %g, \"images_per_s\": %.1f, \"step_ms\": %.1f, "
                "\"finish_ms_per_step\": %.2f, \"grad_bytes_per_step\": %lld, "
                "\"buckets\": [%d, %d]}\n",
                world, threads, (long long)batch, o.overlap ? "true" : "false",
-               o.broadcast_buffers ? "true" : "false", (double)o.bucket_cap_bytes / (1 << 20),
+               o.broadcast_buffers ? "true" : "false", tg_dtype_name(o.compress),
+               (double)o.bucket_cap_bytes / (1 << 20),
                (double)(world * batch * steps) / el, 1e3 * el / steps, finish_ms,
                (long long)(g1.bytes_per_step + d1.bytes_per_step), g1.n_buckets, d1.n_buckets);
     tg_tensor_release(zeros);

@@ -9,8 +9,8 @@
  *
  * This file holds main, the MPI call counters, same_bits and the test of
  * tg_dist_agree; the other tests are in dist_ddp.c, dist_sync_bn.c,
- * dist_ddp_edges.c, dist_errors.c and dist_train.c (declared in
- * dist_test.h). */
+ * dist_ddp_edges.c, dist_errors.c, dist_train.c and dist_ddp_compress.c
+ * (declared in dist_test.h). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,6 +177,14 @@ int main(int argc, char **argv)
          sync_batchnorm_backward_failing_on_one_rank_fails_on_every_rank},
         {"dcgan_step_failing_on_one_rank_fails_on_every_rank",
          dcgan_step_failing_on_one_rank_fails_on_every_rank},
+        {"ddp_compressed_grads_follow_the_half_rule_bit_for_bit",
+         ddp_compressed_grads_follow_the_half_rule_bit_for_bit},
+        {"ddp_compress_f32_is_the_f32_mean_bit_for_bit",
+         ddp_compress_f32_is_the_f32_mean_bit_for_bit},
+        {"ddp_compressed_training_stays_close_to_uncompressed",
+         ddp_compressed_training_stays_close_to_uncompressed},
+        {"ddp_compress_refuses_other_dtypes_and_f64_parameters",
+         ddp_compress_refuses_other_dtypes_and_f64_parameters},
     };
     int n_tests = 0, passed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

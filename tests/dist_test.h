@@ -80,4 +80,11 @@ void sync_batchnorm_backward_failing_on_one_rank_fails_on_every_rank(void);
 /* tests/dist_train.c: the dcgan example's step. */
 void dcgan_step_failing_on_one_rank_fails_on_every_rank(void);
 
+/* tests/dist_ddp_compress.c: gradients all-reduced in bf16 or f16
+ * (tg_ddp_opts.compress). */
+void ddp_compressed_grads_follow_the_half_rule_bit_for_bit(void);
+void ddp_compress_f32_is_the_f32_mean_bit_for_bit(void);
+void ddp_compressed_training_stays_close_to_uncompressed(void);
+void ddp_compress_refuses_other_dtypes_and_f64_parameters(void);
+
 #endif

@@ -18,7 +18,8 @@
  * a checkpoint.
  *
  * --ddp: data-parallel under `mpirun -np N dcgan --ddp ...` (docs/distributed.md);
- * --sync-bn with it: BatchNorm over the whole job's batch.
+ * --sync-bn with it: BatchNorm over the whole job's batch; --ddp-compress
+ * bf16|f16 with it: the gradients all-reduced in that dtype.
  * Rank 0 draws the progress, writes every file and decides when to stop and
  * save (the decision is broadcast, so all ranks take the same steps).  An
  * error on one rank is returned by every rank, and rank 0 prints it: one
@@ -416,9 +417,12 @@ static int train(app_opts *a, const tg_st_file *f)
     if (rc >= 0) {
         const dcgan_opts *o = &a->train;
         if (rank0() && g_dist)
-            fprintf(stderr, "dcgan: data-parallel over %d ranks, batch %lld per rank%s\n",
+            fprintf(stderr, "dcgan: data-parallel over %d ranks, batch %lld per rank%s%s\n",
                     tg_dist_size(g_dist), (long long)o->batch / tg_dist_size(g_dist),
-                    o->sync_bn ? ", synchronised BatchNorm" : "");
+                    o->sync_bn ? ", synchronised BatchNorm" : "",
+                    o->ddp_compress == TG_BF16  ? ", bf16 gradients"
+                    : o->ddp_compress == TG_F16 ? ", f16 gradients"
+                                                : "");
         if (rank0()) fprintf(stderr,
                 "dcgan: %lld images, batch %lld, loss %s, nz %lld, G %lld ch, D %lld ch%s, "
                 "lr %g, seed %llu, amp %s, budget %g s\n",

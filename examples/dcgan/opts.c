@@ -25,6 +25,10 @@ static const char usage[] =
     "                      all ranks (SyncBatchNorm), so a step is the one-process\n"
     "                      step; without it each rank normalises by its own share.\n"
     "                      Not saved in the checkpoint: give it again on --resume\n"
+    "  --ddp-compress bf16|f16|off\n"
+    "                      with --ddp: all-reduce the gradients in bf16 or f16, half\n"
+    "                      the bytes of f32 (PyTorch's compress hooks; default off).\n"
+    "                      Not saved in the checkpoint: give it again on --resume\n"
     "  --overwrite         start a new run even though DIR holds an earlier run's\n"
     "                      checkpoint (replaced at the first save); without it that is\n"
     "                      refused\n"
@@ -192,6 +196,14 @@ static int apply(app_opts *o, const char *name, const char *val, const char **ru
         else return -1;
         return 0;
     }
+    if (!strcmp(name, "--ddp-compress")) {
+        *rule = "bf16, f16 or off";
+        if (!strcmp(val, "bf16")) t->ddp_compress = TG_BF16;
+        else if (!strcmp(val, "f16")) t->ddp_compress = TG_F16;
+        else if (!strcmp(val, "off") || !strcmp(val, "f32")) t->ddp_compress = TG_F32;
+        else return -1;
+        return 0;
+    }
     if (!strcmp(name, "--amp")) {
         *rule = "bf16, f16 or off";
         if (!strcmp(val, "bf16")) t->amp = TG_BF16;
@@ -342,6 +354,11 @@ int app_opts_parse(app_opts *o, int argc, char **argv)
     if (o->train.sync_bn && !o->ddp) {
         fprintf(stderr, "dcgan: --sync-bn synchronises BatchNorm over the ranks of --ddp: "
                 "give both (mpirun -np N dcgan --ddp --sync-bn ...)\n");
+        return -1;
+    }
+    if (o->train.ddp_compress != TG_F32 && !o->ddp) {
+        fprintf(stderr, "dcgan: --ddp-compress compresses the gradients that --ddp sends "
+                "between ranks: give both (mpirun -np N dcgan --ddp --ddp-compress bf16 ...)\n");
         return -1;
     }
     if (o->sample > 0 && (train_only || o->ddp)) {

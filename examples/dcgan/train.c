@@ -45,11 +45,14 @@ static int register_slots(dcgan_trainer *t)
 
 /* Rank 0's models everywhere and gradient averaging for both models'
  * parameters; each step ends with rank 0's BatchNorm running statistics on
- * every rank (PyTorch DDP's broadcast_buffers).  Collective. */
+ * every rank (PyTorch DDP's broadcast_buffers); the gradients sent in
+ * --ddp-compress's dtype.  Collective. */
 static int distribute(dcgan_trainer *t)
 {
-    TRY(tg_ddp_new_module(&t->ddp_g, t->o.dist, t->gen, NULL));
-    return tg_ddp_new_module(&t->ddp_d, t->o.dist, t->disc, NULL);
+    tg_ddp_opts o = TG_DDP_OPTS_INIT;
+    o.compress = t->o.ddp_compress;
+    TRY(tg_ddp_new_module(&t->ddp_g, t->o.dist, t->gen, &o));
+    return tg_ddp_new_module(&t->ddp_d, t->o.dist, t->disc, &o);
 }
 
 /* This rank's models, optimizers and loader (its shard of the data with

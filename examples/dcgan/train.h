@@ -38,6 +38,9 @@ typedef struct dcgan_opts {
                           * training on batch / size of it */
     bool sync_bn;        /* with dist: BatchNorm statistics over the whole job's
                           * batch (tg_dist_convert_sync_batchnorm; not saved) */
+    tg_dtype ddp_compress; /* with dist: the dtype the gradients are all-reduced
+                            * in (tg_ddp_opts.compress; TG_F32: not compressed;
+                            * not saved) */
     double ema;          /* in (0, 1): keep an exponential moving average of the
                           * generator with this decay (tg_averaged_model_new, its
                           * buffers averaged too), which draws the samples; 0: none */
@@ -46,7 +49,7 @@ typedef struct dcgan_opts {
 #define DCGAN_OPTS_INIT                                                       \
     {.arch = DCGAN_ARCH_INIT, .loss = DCGAN_LOSS_BCE, .batch = 32, .lr = 4e-4,  \
      .beta1 = 0.5, .beta2 = 0.999, .seed = 0, .n_critic = 5, .gp_lambda = 10.0, \
-     .amp = TG_F32, .ema = 0.0}
+     .amp = TG_F32, .ema = 0.0, .ddp_compress = TG_F32}
 
 typedef struct dcgan_trainer {
     dcgan_opts o;

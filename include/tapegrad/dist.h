@@ -217,15 +217,24 @@ typedef struct tg_ddp_opts {
     bool broadcast_buffers;    /* tg_ddp_new_module: tg_ddp_finish copies rank 0's
                                 * buffers of the module into every rank (PyTorch's
                                 * broadcast_buffers); no effect on tg_ddp_new */
+    tg_dtype compress;         /* the dtype gradients travel in: TG_F32 (0), no
+                                * compression; TG_BF16 or TG_F16: PyTorch's
+                                * bf16_compress_hook / fp16_compress_hook (each
+                                * bucket divided by the number of ranks, rounded
+                                * to the half dtype, summed in it, widened into
+                                * .grad); f32 parameters only */
 } tg_ddp_opts;
 #define TG_DDP_OPTS_INIT                                                      \
-    {.bucket_cap_bytes = (size_t)25 << 20, .overlap = true, .broadcast_buffers = true}
+    {.bucket_cap_bytes = (size_t)25 << 20, .overlap = true, .broadcast_buffers = true, \
+     .compress = TG_F32}
 
 /* Averages the gradients of params[0..n) (f32 or f64 leaves that require
  * grad, distinct, contiguous; retained) over the ranks of d.  Every rank
  * must pass the same list (same count, shapes and dtypes, in the same
- * order) and the same bucket_cap_bytes: checked, TG_EINVAL on every rank
- * otherwise.  o NULL: the defaults.  Registers a post-accumulate hook on
+ * order), the same bucket_cap_bytes and the same compress: checked,
+ * TG_EINVAL on every rank otherwise.  o NULL: the defaults.  TG_EINVAL
+ * when o->compress is not TG_F32, TG_BF16 or TG_F16, and when it
+ * compresses (bf16, f16) while a parameter is f64.  Registers a post-accumulate hook on
  * each parameter (removed by tg_ddp_free).  Collective: an error on any
  * rank (a bad argument, no memory) is returned by every rank, and no rank
  * makes a tg_ddp. */

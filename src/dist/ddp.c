@@ -11,6 +11,7 @@
  * A step (ddp_step.c): tg_ddp_prepare arms the hooks, which start the
  * buckets' all-reduces as backward completes them; tg_ddp_finish waits and
  * writes the averaged gradients.  The module's buffers: ddp_buffers.c.
+ * Buckets sent in bf16 or f16 (opts.compress): ddp_compress.c.
  *
  * Every rank sums the same per-element values with the same MPI reduction
  * whatever the bucket layout, so the result does not depend on
@@ -23,7 +24,8 @@
 
 /* ---- construction ---------------------------------------------------------- */
 
-static int check_params(int n, tg_tensor *const *params)
+/* compress: tg_ddp_opts.compress, whose halves take f32 parameters only. */
+static int check_params(int n, tg_tensor *const *params, tg_dtype compress, const char *fn)
 {
     for (int i = 0; i < n; i++) {
         const tg_tensor *p = params[i];
@@ -33,6 +35,10 @@ static int check_params(int n, tg_tensor *const *params)
         TG_CHECK(tg_tensor_dtype(p) == TG_F32 || tg_tensor_dtype(p) == TG_F64, TG_EDTYPE,
                  "ddp_new: params[%d] is %s; f32 and f64 parameters only (keep f32 master "
                  "weights under autocast)", i, tg_dtype_name(tg_tensor_dtype(p)));
+        TG_CHECK(compress == TG_F32 || tg_tensor_dtype(p) == TG_F32, TG_EINVAL,
+                 "%s: params[%d] is %s; compress=%s takes f32 parameters only (compress=f32 "
+                 "reduces f64 gradients uncompressed)", fn, i,
+                 tg_dtype_name(tg_tensor_dtype(p)), tg_dtype_name(compress));
         TG_CHECK(tg_tensor_numel(p) <= INT32_MAX, TG_EINVAL,
                  "ddp_new: params[%d] has %lld elements; at most 2^31 - 1", i,
                  (long long)tg_tensor_numel(p));
@@ -58,7 +64,10 @@ static int plan_buckets(tg_ddp *ddp)
             b->numel + s->numel > INT32_MAX) {
             *o = ddp->n_buckets++;
             b = &ddp->buckets[*o];
-            *b = (ddp_bucket){.dt = dt, .mt = tg__mpi_type(dt), .req = MPI_REQUEST_NULL};
+            *b = (ddp_bucket){.dt = dt, .wire = dt, .mt = tg__mpi_type(dt), .op = MPI_SUM,
+                              .req = MPI_REQUEST_NULL};
+            if (ddp->o.compress != TG_F32)
+                b->wire = ddp->o.compress, b->mt = ddp->half_type, b->op = ddp->half_sum;
         }
         s->bucket = *o;
         s->offset = b->numel;
@@ -67,9 +76,11 @@ static int plan_buckets(tg_ddp *ddp)
         b->n_slots++;
     }
     for (int k = 0; k < ddp->n_buckets; k++) {
-        ddp->buckets[k].buf = tg__malloc(ddp->buckets[k].bytes);
-        if (!ddp->buckets[k].buf) return TG_ENOMEM;
-        ddp->stats.bytes_per_step += (int64_t)ddp->buckets[k].bytes;
+        ddp_bucket *b = &ddp->buckets[k];
+        const size_t wire_bytes = (size_t)b->numel * tg_dtype_size(b->wire);
+        b->buf = tg__malloc(wire_bytes);
+        if (!b->buf) return TG_ENOMEM;
+        ddp->stats.bytes_per_step += (int64_t)wire_bytes;
     }
     ddp->stats.n_buckets = ddp->n_buckets;
     return TG_OK;
@@ -94,6 +105,7 @@ static int ddp_build(tg_ddp *ddp, int n, tg_tensor *const *params)
     ddp->used = tg__calloc((size_t)n + 1, sizeof *ddp->used);
     ddp->used_req = MPI_REQUEST_NULL;
     if (!ddp->slots || !ddp->used) return TG_ENOMEM;
+    if (ddp->o.compress != TG_F32) TG_TRY(tg__ddp_compress_init(ddp));
     for (int i = 0; i < n; i++) {
         ddp->slots[i] = (ddp_slot){.ddp = ddp, .p = tg_tensor_retain(params[i]),
                                    .numel = tg_tensor_numel(params[i])};
@@ -123,6 +135,7 @@ static void ddp_destroy(tg_ddp *ddp, bool hooks)
     free(ddp->slots);
     free(ddp->used);
     free(ddp->bufs);
+    tg__ddp_compress_free(ddp);
     tg_module_release(ddp->m);
     free(ddp);
 }
@@ -132,11 +145,16 @@ static int ddp_local(tg_ddp **out, tg_dist *d, int n, tg_tensor *const *params,
                      const tg_ddp_opts *o, const char *fn)
 {
     TG_CHECK(o->bucket_cap_bytes >= 1, TG_EINVAL, "%s: bucket_cap_bytes must be >= 1", fn);
-    TG_TRY(check_params(n, params));
+    TG_CHECK(o->compress == TG_F32 || o->compress == TG_BF16 || o->compress == TG_F16,
+             TG_EINVAL, "%s: compress=%s (%d) must be f32 (no compression), bf16 or f16", fn,
+             tg_dtype_name(o->compress), (int)o->compress);
+    TG_TRY(check_params(n, params, o->compress, fn));
     tg_ddp *ddp = tg__calloc(1, sizeof *ddp);
     if (!ddp) return TG_ENOMEM;
     ddp->d = d;
     ddp->o = *o;
+    ddp->half_type = MPI_DATATYPE_NULL;
+    ddp->half_sum = MPI_OP_NULL;
     int rc = ddp_build(ddp, n, params);
     if (rc < 0) {
         ddp_destroy(ddp, false);
@@ -150,7 +168,8 @@ static int ddp_local(tg_ddp **out, tg_dist *d, int n, tg_tensor *const *params,
  * rank 0's state of m into every rank: this rank's checks and allocations
  * first, then one agreement on their status and on what decides the
  * sequence of collective calls each step makes: the parameters' layout,
- * the bucket cap, and with a module its layout and broadcast_buffers.  rc:
+ * the bucket cap, compress, and with a module its layout and
+ * broadcast_buffers.  rc:
  * the caller's own checks. */
 static int ddp_create(tg_ddp **out, tg_dist *d, tg_module *m, int n, tg_tensor *const *params,
                       const tg_ddp_opts *o, int rc)
@@ -160,20 +179,21 @@ static int ddp_create(tg_ddp **out, tg_dist *d, tg_module *m, int n, tg_tensor *
     if (!o) o = &defaults;
     tg_ddp *ddp = NULL;
     /* what the ranks must agree on, the module's layout first */
-    int64_t sig[4] = {0, 0, o->bucket_cap_bytes > INT64_MAX ? INT64_MAX : (int64_t)o->bucket_cap_bytes,
-                      m && o->broadcast_buffers};
-    static const char *const what[4] = {
+    const int64_t cap = o->bucket_cap_bytes > INT64_MAX ? INT64_MAX : (int64_t)o->bucket_cap_bytes;
+    int64_t sig[5] = {0, 0, cap, m && o->broadcast_buffers, (int64_t)o->compress};
+    static const char *const what[5] = {
         "the ranks' modules differ in their state entries, shapes or dtypes",
         "the ranks' parameters differ in number, order, shape or dtype",
         "bucket_cap_bytes differs between the ranks (their buckets would not match)",
-        "broadcast_buffers differs between the ranks"};
+        "broadcast_buffers differs between the ranks",
+        "compress differs between the ranks (their buckets would not match)"};
     if (rc >= 0 && !out) rc = tg__error(TG_EINVAL, "%s: out must not be NULL", fn);
     if (rc >= 0 && m) rc = tg__dist_module_layout(m, &sig[0], fn);
     if (rc >= 0) rc = ddp_local(&ddp, d, n, params, o, fn);
     if (rc >= 0 && m) rc = tg__ddp_plan_buffers(ddp, m);
     if (rc >= 0) sig[1] = params_hash(n, params);
     int differs = -1;
-    rc = tg__dist_agree_sig(d, rc, 4, sig, &differs);
+    rc = tg__dist_agree_sig(d, rc, 5, sig, &differs);
     if (rc >= 0 && differs >= 0)
         rc = tg__error(differs == 0 ? TG_ESHAPE : TG_EINVAL, "%s: %s", fn, what[differs]);
     if (rc >= 0 && m) rc = tg__dist_bcast_module(d, m);

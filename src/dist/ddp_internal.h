@@ -17,11 +17,13 @@ typedef struct ddp_slot {
 } ddp_slot;
 
 typedef struct ddp_bucket {
-    tg_dtype dt;
-    MPI_Datatype mt;
+    tg_dtype dt;           /* the parameters' */
+    tg_dtype wire;         /* buf's: dt, or the half dtype of opts.compress */
+    MPI_Datatype mt;       /* wire's */
+    MPI_Op op;             /* MPI_SUM, or the half sum of ddp_compress.c */
     int64_t numel;
-    size_t bytes;
-    void *buf;             /* (numel) owned */
+    size_t bytes;          /* of the parameters (dt): what bucket_cap_bytes caps */
+    void *buf;             /* (numel) of wire, owned */
     int n_slots, n_ready;
     MPI_Request req;
     bool started, done;
@@ -48,11 +50,24 @@ struct tg_ddp {
     size_t bufs_bytes;
     bool armed;
     tg_ddp_stats stats;
+    MPI_Datatype half_type; /* owned, with compress: 2 bytes; else MPI_DATATYPE_NULL */
+    MPI_Op half_sum;        /* owned, with compress: the sum in the half; else MPI_OP_NULL */
 };
 
 /* The post-accumulate hook on each parameter (user: its ddp_slot): copies
  * .grad into the slot and starts the buckets it completes (ddp_step.c). */
 int tg__ddp_hook(tg_tensor *leaf, void *user);
+
+/* Compression (ddp_compress.c, opts.compress bf16 or f16).  The MPI
+ * datatype and reduction of the half dtype, made for this tg_ddp (local:
+ * no messages; TG_EIO when MPI refuses), and freed (each NULL handle is
+ * skipped, so both run on a partly made tg_ddp). */
+int tg__ddp_compress_init(tg_ddp *ddp);
+void tg__ddp_compress_free(tg_ddp *ddp);
+/* dst[i] = half(src[i] / size), rounded to nearest even: what a rank sends. */
+void tg__ddp_compress(tg_dtype half, const float *src, float size, uint16_t *dst, int64_t n);
+/* dst[i] = src[i] widened (exact): the reduced bucket into .grad. */
+void tg__ddp_decompress(tg_dtype half, const uint16_t *src, float *dst, int64_t n);
 
 /* The module's buffers (ddp_buffers.c): the room for them at construction
  * (none unless broadcast_buffers); before the step's flags go out, the

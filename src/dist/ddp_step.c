@@ -13,7 +13,9 @@
  * what remains and, last, the all-reduce of the per-parameter flags "the
  * backward reached it here" and of one more, "the step failed here", waits,
  * and writes buf / size into the .grad of each parameter some rank's
- * backward reached (the others keep theirs).
+ * backward reached (the others keep theirs).  With compression (bf16 or
+ * f16 buckets, ddp_compress.c) the hook divides by size as it rounds the
+ * gradient into the bucket, and finish widens the sum.
  *
  * Errors: every rank makes the same collective calls in a step whatever
  * happens on it, and learns of a failure anywhere from the last flag.  A
@@ -63,7 +65,7 @@ int tg_ddp_prepare(tg_ddp *ddp)
 static void zero_in(tg_ddp *ddp, ddp_slot *s)
 {
     ddp_bucket *b = &ddp->buckets[s->bucket];
-    const size_t es = tg_dtype_size(b->dt);
+    const size_t es = tg_dtype_size(b->wire);   /* 0x0000 is +0 in bf16 and f16 too */
     memset((unsigned char *)b->buf + (size_t)s->offset * es, 0, (size_t)s->numel * es);
     s->ready = true;
     b->n_ready++;
@@ -81,24 +83,34 @@ static int check_slot(const tg_ddp *ddp, const ddp_slot *s, const char *fn)
     return TG_OK;
 }
 
+/* The contiguous values of g into s's slot: copied, or with compression
+ * divided by the number of ranks and rounded to the half (ddp_compress.c). */
+static void fill_slot(tg_ddp *ddp, const ddp_slot *s, const void *g)
+{
+    ddp_bucket *b = &ddp->buckets[s->bucket];
+    unsigned char *dst = (unsigned char *)b->buf + (size_t)s->offset * tg_dtype_size(b->wire);
+    if (b->wire == b->dt)
+        memcpy(dst, g, (size_t)s->numel * tg_dtype_size(b->dt));
+    else
+        tg__ddp_compress(b->wire, g, (float)ddp->d->size, (uint16_t *)(void *)dst, s->numel);
+}
+
 /* Copies p's .grad (zeros without one) into its slot; on error the slot is
  * left unfilled. */
 static int copy_in(tg_ddp *ddp, ddp_slot *s)
 {
     TG_TRY(check_slot(ddp, s, "ddp"));
     ddp_bucket *b = &ddp->buckets[s->bucket];
-    size_t es = tg_dtype_size(b->dt);
-    unsigned char *dst = (unsigned char *)b->buf + (size_t)s->offset * es;
     tg_tensor *g = tg_tensor_grad(s->p), *c = NULL;
     if (!g) {
         zero_in(ddp, s);
         return TG_OK;
     }
     if (tg_tensor_is_contiguous(g)) {
-        memcpy(dst, tg_tensor_cdata(g), (size_t)s->numel * es);
+        fill_slot(ddp, s, tg_tensor_cdata(g));
     } else {
         TG_TRY(tg_tensor_contiguous(&c, g));
-        memcpy(dst, tg_tensor_cdata(c), (size_t)s->numel * es);
+        fill_slot(ddp, s, tg_tensor_cdata(c));
         tg_tensor_release(c);
     }
     s->ready = true;
@@ -112,7 +124,7 @@ static int start_ready(tg_ddp *ddp)
     for (; ddp->next_start < ddp->n_buckets; ddp->next_start++) {
         ddp_bucket *b = &ddp->buckets[ddp->next_start];
         if (b->n_ready < b->n_slots) break;
-        TG_TRY(tg__mpi_check(MPI_Iallreduce(MPI_IN_PLACE, b->buf, (int)b->numel, b->mt, MPI_SUM,
+        TG_TRY(tg__mpi_check(MPI_Iallreduce(MPI_IN_PLACE, b->buf, (int)b->numel, b->mt, b->op,
                                             ddp->d->comm, &b->req),
                              "ddp: MPI_Iallreduce"));
         b->started = true;
@@ -196,8 +208,9 @@ static int complete_step(tg_ddp *ddp, int *rc)
     return tg__mpi_check(MPI_Wait(&ddp->used_req, MPI_STATUS_IGNORE), "ddp: MPI_Wait");
 }
 
-/* .grad of s's parameter = its slot / size: in place, or in the fresh
- * tensor made for it. */
+/* .grad of s's parameter = its slot / size (with compression: its slot,
+ * widened, which the ranks divided before the sum): in place, or in the
+ * fresh tensor made for it. */
 static void copy_out(tg_ddp *ddp, ddp_slot *s)
 {
     ddp_bucket *b = &ddp->buckets[s->bucket];
@@ -208,7 +221,10 @@ static void copy_out(tg_ddp *ddp, ddp_slot *s)
         s->fresh = NULL;
     }
     tg_tensor *g = tg_tensor_grad(s->p);
-    if (b->dt == TG_F32) {
+    if (b->wire != b->dt) {
+        tg__ddp_decompress(b->wire, (const uint16_t *)b->buf + s->offset, tg_tensor_data(g),
+                           s->numel);
+    } else if (b->dt == TG_F32) {
         const float *src = (const float *)b->buf + s->offset, size = (float)ddp->d->size;
         float *dst = tg_tensor_data(g);
         for (int64_t i = 0; i < s->numel; i++) dst[i] = src[i] / size;
