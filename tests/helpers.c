@@ -578,3 +578,22 @@ void th_expect_state(const tg_module *m, const tg_st_file *f, const char *prefix
     th_state_ctx c = {f, prefix, rtol};
     cr_assert(eq(int, tg_module_foreach_state(m, th_state_entry, &c), TG_OK));
 }
+
+void th_expect_same_st(const tg_st_file *x, const tg_st_file *y)
+{
+    cr_assert(eq(int, tg_st_count(x), tg_st_count(y)));
+    cr_assert(eq(int, tg_st_meta_count(x), tg_st_meta_count(y)));
+    for (int e = 0; e < tg_st_count(x); e++) {
+        const char *name;
+        tg_tensor *t;
+        tg_st_at(x, e, &name, &t);
+        const tg_tensor *u = tg_st_get(y, name);
+        cr_assert(u != NULL, "%s", name);
+        th_expect_same_bits(name, t, u, t);
+    }
+    for (int e = 0; e < tg_st_meta_count(x); e++) {
+        const char *k, *v;
+        tg_st_meta_at(x, e, &k, &v);
+        cr_assert(tg_st_meta_get(y, k) != NULL && strcmp(tg_st_meta_get(y, k), v) == 0, "%s", k);
+    }
+}

@@ -268,6 +268,9 @@ void th_expect_row(const char *text, const char *row);
 /* A new file with src's tensors and metadata but the one named skip (a
  * state file with an entry left out). */
 tg_st_file *th_st_copy_without(const tg_st_file *src, const char *skip);
+/* Two files (state snapshots) hold the same entries, bit for bit, and the
+ * same metadata. */
+void th_expect_same_st(const tg_st_file *x, const tg_st_file *y);
 
 /* ---- refusals ---- */
 

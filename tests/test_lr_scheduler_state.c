@@ -22,26 +22,6 @@ static bool same_lr(double a, double b) { return a == b || (isnan(a) && isnan(b)
 
 /* ---- state files ---------------------------------------------------------------- */
 
-/* Two snapshots hold the same entries and kinds, bit for bit. */
-static void expect_same_state(const tg_st_file *x, const tg_st_file *y)
-{
-    cr_assert(eq(int, tg_st_count(x), tg_st_count(y)));
-    cr_assert(eq(int, tg_st_meta_count(x), tg_st_meta_count(y)));
-    for (int e = 0; e < tg_st_count(x); e++) {
-        const char *name;
-        tg_tensor *t;
-        tg_st_at(x, e, &name, &t);
-        const tg_tensor *u = tg_st_get(y, name);
-        cr_assert(u != NULL, "%s", name);
-        th_expect_same_bits(name, t, u, t);
-    }
-    for (int e = 0; e < tg_st_meta_count(x); e++) {
-        const char *k, *v;
-        tg_st_meta_at(x, e, &k, &v);
-        cr_assert(tg_st_meta_get(y, k) != NULL && strcmp(tg_st_meta_get(y, k), v) == 0, "%s", k);
-    }
-}
-
 /* Saved at epoch 7 and loaded after 5 more steps, a SequentialLR and its
  * schedulers are back at epoch 7 (the optimizer's lr is its own state). */
 Test(lr_scheduler_state, state_round_trip_restores_every_value)
@@ -66,7 +46,7 @@ Test(lr_scheduler_state, state_round_trip_restores_every_value)
     /* torch's load_state_dict leaves the optimizer's lr alone */
     cr_assert(tg_optimizer_get_lr(r.opt) != lr7);
     tg_st_file *again = snapshot(r.top);
-    expect_same_state(saved, again);
+    th_expect_same_st(saved, again);
     tg_st_free(again);
     tg_st_free(saved);
     run_free(&r);
@@ -117,7 +97,7 @@ Test(lr_scheduler_state, bad_states_change_nothing)
                   tg_error_message());
         tg_st_free(f);
         tg_st_file *after = snapshot(r.top);
-        expect_same_state(before, after);
+        th_expect_same_st(before, after);
         tg_st_free(after);
     }
     cr_assert(eq(int, tg_lr_scheduler_state_load(r.top, before, "other"), TG_ENOTFOUND));
@@ -176,7 +156,7 @@ Test(lr_scheduler_state, a_group_added_later_is_stepped_as_torch_steps_it)
     cr_assert(eq(int, tg_lr_scheduler_state_load(r.top, one, "o"), TG_OK), "%s",
               tg_error_message());
     tg_st_file *again = snapshot(r.top);
-    expect_same_state(one, again);
+    th_expect_same_st(one, again);
     tg_st_free(again);
 
     run fresh;
@@ -185,7 +165,7 @@ Test(lr_scheduler_state, a_group_added_later_is_stepped_as_torch_steps_it)
     REFUSED_WITH(tg_lr_scheduler_state_load(fresh.top, one, "o"), TG_ESHAPE,
                  "'o.last_lr' must hold 1 value (one per param group), has 2");
     again = snapshot(fresh.top);
-    expect_same_state(before, again);
+    th_expect_same_st(before, again);
     tg_st_free(again);
     tg_st_free(before);
     run_free(&fresh);
@@ -205,7 +185,7 @@ Test(lr_scheduler_state, a_group_added_later_is_stepped_as_torch_steps_it)
     REFUSED_WITH(tg_lr_scheduler_state_load(s2, one, "o"), TG_ESHAPE,
              "'o.base_lr' must hold 2 values (one per param group), has 1");
     again = snapshot(s2);
-    expect_same_state(two, again);
+    th_expect_same_st(two, again);
     tg_st_free(again);
     tg_st_free(two);
     tg_st_free(one);
@@ -250,7 +230,7 @@ Test(lr_scheduler_state, last_lrs_load_from_the_groups_of_the_last_step)
               tg_error_message());
     cr_assert(eq(dbl, tg_lr_scheduler_get_group_last_lr(b.top, 2), 0.5 * 0.9));
     tg_st_file *again = snapshot(b.top);
-    expect_same_state(g3, again);
+    th_expect_same_st(g3, again);
     tg_st_free(again);
     tg_st_free(g3);
     run_free(&a);

@@ -21,13 +21,8 @@
 
 /* ---- param groups ---------------------------------------------------------------- */
 
-/* call fails with status and a message holding words. */
-#define REFUSED(call, status, words)                                                      \
-    do {                                                                                  \
-        cr_assert(eq(int, (call), (status)), "%s", #call);                                \
-        cr_assert(strstr(tg_error_message(), (words)) != NULL, "%s: %s", #call,           \
-                  tg_error_message());                                                    \
-    } while (0)
+/* call fails with status and a message holding words */
+#define REFUSED(call, status, words) th_expect_refused((call), (status), (words), NULL)
 
 /* Adding a group is refused, with nothing changed, for a NULL optimizer,
  * the other family's call, a parameter already in a group or given twice,

@@ -18,12 +18,8 @@
 #include "tapegrad/optim.h"
 #include "tapegrad/safetensors.h"
 
-#define REFUSED(call, status, words)                                                      \
-    do {                                                                                  \
-        cr_assert(eq(int, (call), (status)), "%s", #call);                                \
-        cr_assert(strstr(tg_error_message(), (words)) != NULL, "%s: %s", #call,           \
-                  tg_error_message());                                                    \
-    } while (0)
+/* call fails with status and a message holding words */
+#define REFUSED(call, status, words) th_expect_refused((call), (status), (words), NULL)
 
 /* The four kinds, made over n params with their INIT options changed by
  * the caller's hook; group adds a group (opt given) instead. */
@@ -310,21 +306,6 @@ Test(optim_more, groups_modules_and_momentum)
     tg_tensor_release(q);
 }
 
-/* Two snapshots hold the same entries, bit for bit. */
-static void assert_same(const tg_st_file *x, const tg_st_file *y)
-{
-    cr_assert(eq(int, tg_st_count(x), tg_st_count(y)));
-    for (int e = 0; e < tg_st_count(x); e++) {
-        const char *name;
-        tg_tensor *t;
-        tg_st_at(x, e, &name, &t);
-        const tg_tensor *u = tg_st_get(y, name);
-        cr_assert(u != NULL, "%s", name);
-        const size_t nb = (size_t)tg_tensor_numel(t) * tg_dtype_size(tg_tensor_dtype(t));
-        cr_assert(memcmp(tg_tensor_cdata(t), tg_tensor_cdata(u), nb) == 0, "%s", name);
-    }
-}
-
 /* f with key set to the 0-d f64 value v. */
 static tg_st_file *with_value(const tg_st_file *f, const char *key, double v)
 {
@@ -377,7 +358,7 @@ Test(optim_more, bad_state_files_leave_the_optimizer_unchanged)
                   cases[c].config, cases[c].key);
         cr_assert(strstr(tg_error_message(), cases[c].msg) != NULL, "%s", tg_error_message());
         tg_st_file *after = snapshot(o);
-        assert_same(before, after);
+        th_expect_same_st(before, after);
         tg_st_free(after);
         tg_st_free(bad);
         tg_st_free(before);

@@ -120,20 +120,6 @@ Test(optim_state, state_load_restores_the_hyperparameters)
     for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) check_resume(configs[i], true);
 }
 
-/* Two snapshots of an optimizer's state hold the same entries, bit for bit. */
-static void assert_same_state(const tg_st_file *x, const tg_st_file *y)
-{
-    cr_assert(eq(int, tg_st_count(x), tg_st_count(y)));
-    for (int e = 0; e < tg_st_count(x); e++) {
-        const char *name;
-        tg_tensor *t;
-        tg_st_at(x, e, &name, &t);
-        tg_tensor *u = tg_st_get(y, name);
-        cr_assert(u != NULL, "%s", name);
-        assert_bits_equal(t, u, name);
-    }
-}
-
 Test(optim_state, bad_state_files_leave_the_optimizer_unchanged)
 {
     tg_st_file *f = th_golden_load("optim/adam_f32.safetensors");
@@ -186,7 +172,7 @@ Test(optim_state, bad_state_files_leave_the_optimizer_unchanged)
     cr_assert(eq(dbl, tg_optimizer_get_lr(o), 0.5));
     tg_optimizer_set_lr(o, meta(f, "lr"));
     tg_st_file *after = snapshot(o);
-    assert_same_state(before, after);
+    th_expect_same_st(before, after);
     /* and the optimizer still continues exactly as PyTorch's */
     for (int k = 2; k < 5; k++) {
         set_grads(f, p, k);
@@ -239,7 +225,7 @@ static void expect_refused(tg_optimizer *o, const tg_st_file *before, const bad_
     }
     for (int g = 0; g < G; g++) tg_optimizer_set_group_lr(o, g, lrs[g]);
     tg_st_file *after = snapshot(o);
-    assert_same_state(before, after);
+    th_expect_same_st(before, after);
     tg_st_free(after);
 }
 
@@ -447,7 +433,7 @@ Test(optim_state, state_of_other_param_groups_is_refused)
     cr_assert(strstr(tg_error_message(), "'o.param_groups' holds 2 param groups; this optimizer "
                                          "has 1") != NULL, "%s", tg_error_message());
     tg_st_file *after = snapshot(o);
-    assert_same_state(before, after);
+    th_expect_same_st(before, after);
     tg_st_free(after);
     tg_optimizer_free(one);
     tg_optimizer_free(o);

@@ -99,100 +99,58 @@ static int opt_new(const char *op, tg__opt_kind k, tg_optimizer **out, int n,
     return TG_OK;
 }
 
-int tg_sgd_new(tg_optimizer **out, int n_params, tg_tensor *const *params, const tg_sgd_opts *opts)
+/* A new optimizer over a module's parameters (tg_module_parameters). */
+typedef int (*make_fn)(tg_optimizer **out, int n, tg_tensor *const *params, const void *opts);
+
+static int from_module(const char *what, tg_optimizer **out, const tg_module *m,
+                       const void *opts, make_fn make)
 {
-    TG_CHECK(opts != NULL, TG_EINVAL, "sgd: opts must not be NULL (use TG_SGD_OPTS_INIT)");
-    tg__opt_hparams h = tg__opt_sgd_hparams(opts);
-    return opt_new("sgd", TG__OPT_SGD, out, n_params, params, &h);
+    TG_CHECK(out != NULL && m != NULL, TG_EINVAL, "%s: out and m must not be NULL", what);
+    tg_tensor **params = NULL;
+    int n = 0;
+    TG_TRY(tg_module_parameters(m, &params, &n));
+    int rc = n > 0 ? make(out, n, params, opts)
+                   : tg__error(TG_EINVAL, "%s: module %s has no parameters", what,
+                               tg_module_type_name(m));
+    free(params);
+    return rc;
 }
 
-static int adam_new(const char *op, tg__opt_kind k, tg_optimizer **out, int n,
-                    tg_tensor *const *params, const tg_adam_opts *opts)
-{
-    TG_CHECK(opts != NULL, TG_EINVAL, "%s: opts must not be NULL (use TG_ADAM_OPTS_INIT)", op);
-    tg__opt_hparams h = tg__opt_adam_hparams(opts);
-    return opt_new(op, k, out, n, params, &h);
-}
+/* tg_<name>_new (its options NULL refused, converted by hp) and
+ * tg_<name>_from_module, for each kind. */
+#define OPTIMIZER(name, KIND, opts_t, hp, INIT)                                          \
+    int tg_##name##_new(tg_optimizer **out, int n, tg_tensor *const *params,           \
+                        const opts_t *opts)                                             \
+    {                                                                                   \
+        TG_CHECK(opts != NULL, TG_EINVAL, #name ": opts must not be NULL (use " #INIT ")"); \
+        tg__opt_hparams h = hp(opts);                                                   \
+        return opt_new(#name, KIND, out, n, params, &h);                                \
+    }                                                                                   \
+    static int make_##name(tg_optimizer **out, int n, tg_tensor *const *p, const void *o) \
+    {                                                                                   \
+        return tg_##name##_new(out, n, p, o);                                           \
+    }                                                                                   \
+    int tg_##name##_from_module(tg_optimizer **out, const tg_module *m, const opts_t *opts) \
+    {                                                                                   \
+        return from_module(#name "_from_module", out, m, opts, make_##name);            \
+    }
 
-int tg_adam_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_adam_opts *opts)
-{
-    return adam_new("adam", TG__OPT_ADAM, out, n, params, opts);
-}
-
-int tg_adamw_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_adam_opts *opts)
-{
-    return adam_new("adamw", TG__OPT_ADAMW, out, n, params, opts);
-}
-
-int tg_rmsprop_new(tg_optimizer **out, int n, tg_tensor *const *params,
-                   const tg_rmsprop_opts *opts)
-{
-    TG_CHECK(opts != NULL, TG_EINVAL,
-             "rmsprop: opts must not be NULL (use TG_RMSPROP_OPTS_INIT)");
-    tg__opt_hparams h = tg__opt_rmsprop_hparams(opts);
-    return opt_new("rmsprop", TG__OPT_RMSPROP, out, n, params, &h);
-}
-
-int tg_adagrad_new(tg_optimizer **out, int n, tg_tensor *const *params,
-                   const tg_adagrad_opts *opts)
-{
-    TG_CHECK(opts != NULL, TG_EINVAL,
-             "adagrad: opts must not be NULL (use TG_ADAGRAD_OPTS_INIT)");
-    tg__opt_hparams h = tg__opt_adagrad_hparams(opts);
-    return opt_new("adagrad", TG__OPT_ADAGRAD, out, n, params, &h);
-}
-
-int tg_adamax_new(tg_optimizer **out, int n, tg_tensor *const *params,
-                  const tg_adamax_opts *opts)
-{
-    TG_CHECK(opts != NULL, TG_EINVAL, "adamax: opts must not be NULL (use TG_ADAMAX_OPTS_INIT)");
-    tg__opt_hparams h = tg__opt_adamax_hparams(opts);
-    return opt_new("adamax", TG__OPT_ADAMAX, out, n, params, &h);
-}
-
-int tg_nadam_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_nadam_opts *opts)
-{
-    TG_CHECK(opts != NULL, TG_EINVAL, "nadam: opts must not be NULL (use TG_NADAM_OPTS_INIT)");
-    tg__opt_hparams h = tg__opt_nadam_hparams(opts);
-    return opt_new("nadam", TG__OPT_NADAM, out, n, params, &h);
-}
-
-int tg_radam_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_radam_opts *opts)
-{
-    TG_CHECK(opts != NULL, TG_EINVAL, "radam: opts must not be NULL (use TG_RADAM_OPTS_INIT)");
-    tg__opt_hparams h = tg__opt_radam_hparams(opts);
-    return opt_new("radam", TG__OPT_RADAM, out, n, params, &h);
-}
-
-int tg_adadelta_new(tg_optimizer **out, int n, tg_tensor *const *params,
-                    const tg_adadelta_opts *opts)
-{
-    TG_CHECK(opts != NULL, TG_EINVAL,
-             "adadelta: opts must not be NULL (use TG_ADADELTA_OPTS_INIT)");
-    tg__opt_hparams h = tg__opt_adadelta_hparams(opts);
-    return opt_new("adadelta", TG__OPT_ADADELTA, out, n, params, &h);
-}
-
-int tg_rprop_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_rprop_opts *opts)
-{
-    TG_CHECK(opts != NULL, TG_EINVAL, "rprop: opts must not be NULL (use TG_RPROP_OPTS_INIT)");
-    tg__opt_hparams h = tg__opt_rprop_hparams(opts);
-    return opt_new("rprop", TG__OPT_RPROP, out, n, params, &h);
-}
-
-int tg_lbfgs_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_lbfgs_opts *opts)
-{
-    TG_CHECK(opts != NULL, TG_EINVAL, "lbfgs: opts must not be NULL (use TG_LBFGS_OPTS_INIT)");
-    tg__opt_hparams h = tg__opt_lbfgs_hparams(opts);
-    return opt_new("lbfgs", TG__OPT_LBFGS, out, n, params, &h);
-}
-
-int tg_asgd_new(tg_optimizer **out, int n, tg_tensor *const *params, const tg_asgd_opts *opts)
-{
-    TG_CHECK(opts != NULL, TG_EINVAL, "asgd: opts must not be NULL (use TG_ASGD_OPTS_INIT)");
-    tg__opt_hparams h = tg__opt_asgd_hparams(opts);
-    return opt_new("asgd", TG__OPT_ASGD, out, n, params, &h);
-}
+OPTIMIZER(sgd, TG__OPT_SGD, tg_sgd_opts, tg__opt_sgd_hparams, TG_SGD_OPTS_INIT)
+OPTIMIZER(adam, TG__OPT_ADAM, tg_adam_opts, tg__opt_adam_hparams, TG_ADAM_OPTS_INIT)
+OPTIMIZER(adamw, TG__OPT_ADAMW, tg_adam_opts, tg__opt_adam_hparams, TG_ADAMW_OPTS_INIT)
+OPTIMIZER(rmsprop, TG__OPT_RMSPROP, tg_rmsprop_opts, tg__opt_rmsprop_hparams,
+          TG_RMSPROP_OPTS_INIT)
+OPTIMIZER(adagrad, TG__OPT_ADAGRAD, tg_adagrad_opts, tg__opt_adagrad_hparams,
+          TG_ADAGRAD_OPTS_INIT)
+OPTIMIZER(adamax, TG__OPT_ADAMAX, tg_adamax_opts, tg__opt_adamax_hparams, TG_ADAMAX_OPTS_INIT)
+OPTIMIZER(nadam, TG__OPT_NADAM, tg_nadam_opts, tg__opt_nadam_hparams, TG_NADAM_OPTS_INIT)
+OPTIMIZER(radam, TG__OPT_RADAM, tg_radam_opts, tg__opt_radam_hparams, TG_RADAM_OPTS_INIT)
+OPTIMIZER(adadelta, TG__OPT_ADADELTA, tg_adadelta_opts, tg__opt_adadelta_hparams,
+          TG_ADADELTA_OPTS_INIT)
+OPTIMIZER(rprop, TG__OPT_RPROP, tg_rprop_opts, tg__opt_rprop_hparams, TG_RPROP_OPTS_INIT)
+OPTIMIZER(asgd, TG__OPT_ASGD, tg_asgd_opts, tg__opt_asgd_hparams, TG_ASGD_OPTS_INIT)
+OPTIMIZER(lbfgs, TG__OPT_LBFGS, tg_lbfgs_opts, tg__opt_lbfgs_hparams, TG_LBFGS_OPTS_INIT)
+#undef OPTIMIZER
 
 void tg_optimizer_free(tg_optimizer *opt)
 {
@@ -396,133 +354,3 @@ int tg_optimizer_zero_grad_ex(tg_optimizer *opt, bool set_to_none)
 }
 
 int64_t tg_optimizer_steps(const tg_optimizer *opt) { return opt ? opt->steps : -1; }
-
-/* ---- over a module's parameters ------------------------------------------ */
-
-typedef int (*make_fn)(tg_optimizer **out, int n, tg_tensor *const *params, const void *opts);
-
-static int from_module(const char *what, tg_optimizer **out, const tg_module *m,
-                       const void *opts, make_fn make)
-{
-    TG_CHECK(out != NULL && m != NULL, TG_EINVAL, "%s: out and m must not be NULL", what);
-    tg_tensor **params = NULL;
-    int n = 0;
-    TG_TRY(tg_module_parameters(m, &params, &n));
-    int rc = n > 0 ? make(out, n, params, opts)
-                   : tg__error(TG_EINVAL, "%s: module %s has no parameters", what,
-                               tg_module_type_name(m));
-    free(params);
-    return rc;
-}
-
-static int make_sgd(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
-{
-    return tg_sgd_new(out, n, p, o);
-}
-static int make_adam(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
-{
-    return tg_adam_new(out, n, p, o);
-}
-static int make_adamw(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
-{
-    return tg_adamw_new(out, n, p, o);
-}
-static int make_rmsprop(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
-{
-    return tg_rmsprop_new(out, n, p, o);
-}
-
-static int make_adagrad(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
-{
-    return tg_adagrad_new(out, n, p, o);
-}
-static int make_adamax(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
-{
-    return tg_adamax_new(out, n, p, o);
-}
-static int make_nadam(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
-{
-    return tg_nadam_new(out, n, p, o);
-}
-static int make_radam(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
-{
-    return tg_radam_new(out, n, p, o);
-}
-
-static int make_asgd(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
-{
-    return tg_asgd_new(out, n, p, o);
-}
-static int make_lbfgs(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
-{
-    return tg_lbfgs_new(out, n, p, o);
-}
-static int make_adadelta(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
-{
-    return tg_adadelta_new(out, n, p, o);
-}
-static int make_rprop(tg_optimizer **out, int n, tg_tensor *const *p, const void *o)
-{
-    return tg_rprop_new(out, n, p, o);
-}
-
-int tg_sgd_from_module(tg_optimizer **out, const tg_module *m, const tg_sgd_opts *opts)
-{
-    return from_module("sgd_from_module", out, m, opts, make_sgd);
-}
-
-int tg_adam_from_module(tg_optimizer **out, const tg_module *m, const tg_adam_opts *opts)
-{
-    return from_module("adam_from_module", out, m, opts, make_adam);
-}
-
-int tg_adamw_from_module(tg_optimizer **out, const tg_module *m, const tg_adam_opts *opts)
-{
-    return from_module("adamw_from_module", out, m, opts, make_adamw);
-}
-
-int tg_rmsprop_from_module(tg_optimizer **out, const tg_module *m, const tg_rmsprop_opts *opts)
-{
-    return from_module("rmsprop_from_module", out, m, opts, make_rmsprop);
-}
-
-int tg_adagrad_from_module(tg_optimizer **out, const tg_module *m, const tg_adagrad_opts *opts)
-{
-    return from_module("adagrad_from_module", out, m, opts, make_adagrad);
-}
-
-int tg_adamax_from_module(tg_optimizer **out, const tg_module *m, const tg_adamax_opts *opts)
-{
-    return from_module("adamax_from_module", out, m, opts, make_adamax);
-}
-
-int tg_nadam_from_module(tg_optimizer **out, const tg_module *m, const tg_nadam_opts *opts)
-{
-    return from_module("nadam_from_module", out, m, opts, make_nadam);
-}
-
-int tg_radam_from_module(tg_optimizer **out, const tg_module *m, const tg_radam_opts *opts)
-{
-    return from_module("radam_from_module", out, m, opts, make_radam);
-}
-
-int tg_adadelta_from_module(tg_optimizer **out, const tg_module *m,
-                            const tg_adadelta_opts *opts)
-{
-    return from_module("adadelta_from_module", out, m, opts, make_adadelta);
-}
-
-int tg_rprop_from_module(tg_optimizer **out, const tg_module *m, const tg_rprop_opts *opts)
-{
-    return from_module("rprop_from_module", out, m, opts, make_rprop);
-}
-
-int tg_lbfgs_from_module(tg_optimizer **out, const tg_module *m, const tg_lbfgs_opts *opts)
-{
-    return from_module("lbfgs_from_module", out, m, opts, make_lbfgs);
-}
-
-int tg_asgd_from_module(tg_optimizer **out, const tg_module *m, const tg_asgd_opts *opts)
-{
-    return from_module("asgd_from_module", out, m, opts, make_asgd);
-}

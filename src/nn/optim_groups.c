@@ -289,95 +289,29 @@ static int check_family(const char *what, const tg_optimizer *opt, tg__opt_kind 
     return TG_OK;
 }
 
-int tg_sgd_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
-                           const tg_sgd_opts *opts)
-{
-    const char *what = "sgd_add_param_group";
-    TG_TRY(check_family(what, opt, TG__OPT_SGD));
-    tg__opt_hparams h = opts ? tg__opt_sgd_hparams(opts) : opt->defaults;
-    return add_group(what, opt, n_params, params, &h);
-}
+/* tg_<name>_add_param_group: NULL options are the constructor's, others
+ * converted by hp; family is the kind whose optimizers it adds to. */
+#define ADD_GROUP(name, family, opts_t, hp)                                              \
+    int tg_##name##_add_param_group(tg_optimizer *opt, int n_params,                    \
+                                    tg_tensor *const *params, const opts_t *opts)       \
+    {                                                                                   \
+        const char *what = #name "_add_param_group";                                    \
+        TG_TRY(check_family(what, opt, family));                                        \
+        tg__opt_hparams h = opts ? hp(opts) : opt->defaults;                            \
+        return add_group(what, opt, n_params, params, &h);                              \
+    }
 
-int tg_adam_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
-                            const tg_adam_opts *opts)
-{
-    const char *what = "adam_add_param_group";
-    TG_TRY(check_family(what, opt, TG__OPT_ADAM));
-    tg__opt_hparams h = opts ? tg__opt_adam_hparams(opts) : opt->defaults;
-    return add_group(what, opt, n_params, params, &h);
-}
-
-int tg_rmsprop_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
-                               const tg_rmsprop_opts *opts)
-{
-    const char *what = "rmsprop_add_param_group";
-    TG_TRY(check_family(what, opt, TG__OPT_RMSPROP));
-    tg__opt_hparams h = opts ? tg__opt_rmsprop_hparams(opts) : opt->defaults;
-    return add_group(what, opt, n_params, params, &h);
-}
-
-int tg_adagrad_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
-                               const tg_adagrad_opts *opts)
-{
-    const char *what = "adagrad_add_param_group";
-    TG_TRY(check_family(what, opt, TG__OPT_ADAGRAD));
-    tg__opt_hparams h = opts ? tg__opt_adagrad_hparams(opts) : opt->defaults;
-    return add_group(what, opt, n_params, params, &h);
-}
-
-int tg_adamax_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
-                              const tg_adamax_opts *opts)
-{
-    const char *what = "adamax_add_param_group";
-    TG_TRY(check_family(what, opt, TG__OPT_ADAMAX));
-    tg__opt_hparams h = opts ? tg__opt_adamax_hparams(opts) : opt->defaults;
-    return add_group(what, opt, n_params, params, &h);
-}
-
-int tg_nadam_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
-                             const tg_nadam_opts *opts)
-{
-    const char *what = "nadam_add_param_group";
-    TG_TRY(check_family(what, opt, TG__OPT_NADAM));
-    tg__opt_hparams h = opts ? tg__opt_nadam_hparams(opts) : opt->defaults;
-    return add_group(what, opt, n_params, params, &h);
-}
-
-int tg_radam_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
-                             const tg_radam_opts *opts)
-{
-    const char *what = "radam_add_param_group";
-    TG_TRY(check_family(what, opt, TG__OPT_RADAM));
-    tg__opt_hparams h = opts ? tg__opt_radam_hparams(opts) : opt->defaults;
-    return add_group(what, opt, n_params, params, &h);
-}
-
-int tg_adadelta_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
-                                const tg_adadelta_opts *opts)
-{
-    const char *what = "adadelta_add_param_group";
-    TG_TRY(check_family(what, opt, TG__OPT_ADADELTA));
-    tg__opt_hparams h = opts ? tg__opt_adadelta_hparams(opts) : opt->defaults;
-    return add_group(what, opt, n_params, params, &h);
-}
-
-int tg_rprop_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
-                             const tg_rprop_opts *opts)
-{
-    const char *what = "rprop_add_param_group";
-    TG_TRY(check_family(what, opt, TG__OPT_RPROP));
-    tg__opt_hparams h = opts ? tg__opt_rprop_hparams(opts) : opt->defaults;
-    return add_group(what, opt, n_params, params, &h);
-}
-
-int tg_asgd_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
-                            const tg_asgd_opts *opts)
-{
-    const char *what = "asgd_add_param_group";
-    TG_TRY(check_family(what, opt, TG__OPT_ASGD));
-    tg__opt_hparams h = opts ? tg__opt_asgd_hparams(opts) : opt->defaults;
-    return add_group(what, opt, n_params, params, &h);
-}
+ADD_GROUP(sgd, TG__OPT_SGD, tg_sgd_opts, tg__opt_sgd_hparams)
+ADD_GROUP(adam, TG__OPT_ADAM, tg_adam_opts, tg__opt_adam_hparams)
+ADD_GROUP(rmsprop, TG__OPT_RMSPROP, tg_rmsprop_opts, tg__opt_rmsprop_hparams)
+ADD_GROUP(adagrad, TG__OPT_ADAGRAD, tg_adagrad_opts, tg__opt_adagrad_hparams)
+ADD_GROUP(adamax, TG__OPT_ADAMAX, tg_adamax_opts, tg__opt_adamax_hparams)
+ADD_GROUP(nadam, TG__OPT_NADAM, tg_nadam_opts, tg__opt_nadam_hparams)
+ADD_GROUP(radam, TG__OPT_RADAM, tg_radam_opts, tg__opt_radam_hparams)
+ADD_GROUP(adadelta, TG__OPT_ADADELTA, tg_adadelta_opts, tg__opt_adadelta_hparams)
+ADD_GROUP(rprop, TG__OPT_RPROP, tg_rprop_opts, tg__opt_rprop_hparams)
+ADD_GROUP(asgd, TG__OPT_ASGD, tg_asgd_opts, tg__opt_asgd_hparams)
+#undef ADD_GROUP
 
 int tg_optimizer_param_group_count(const tg_optimizer *opt) { return opt ? opt->n_groups : 0; }
 

@@ -130,6 +130,21 @@ int tg__opt_n_buf_names(tg__opt_kind k);
  * "adadelta", "rprop". */
 const char *tg__opt_kind_name(tg__opt_kind k);
 
+/* One update call, for the workers of tg__parallel_range (elements
+ * [lo, hi) of a parameter each): the parameter p, its gradient g and state
+ * st in dtype cdt, and the rule's scalars of this step, computed once in
+ * double as torch's Python computes them (a, b, c; flag: a condition of
+ * the step, such as RAdam's rho_t > 5). */
+typedef struct tg__opt_job {
+    const tg__opt_hparams *h;
+    tg_dtype cdt;
+    void *p;
+    const void *g;
+    const tg__opt_state *st;
+    bool first, decoupled, flag;
+    double a, b, c;
+} tg__opt_job;
+
 /* The updates of one parameter with hyperparameters h (optim_update.c).
  * p and g are contiguous buffers of n elements of dtype cdt (f32 or f64); p
  * is updated in place and so is st->buf[*] (same dtype).  first: st's

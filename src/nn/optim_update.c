@@ -36,20 +36,9 @@ void tg__optim_set_simd(bool on) { atomic_store(&simd_off, !on); }
         }                                                                     \
     }
 
-/* One update call: elements [lo, hi) of a parameter per thread. */
-typedef struct {
-    const tg__opt_hparams *h;
-    tg_dtype cdt;
-    void *p;
-    const void *g;
-    const tg__opt_state *st;
-    bool first, decoupled;
-    double step_size, bc2_sqrt;
-} update_job;
-
 static void sgd_range(void *job, int64_t lo, int64_t hi)
 {
-    const update_job *q = job;
+    const tg__opt_job *q = job;
     const tg__opt_hparams *s = q->h;
     const tg__opt_state *st = q->st;
     const bool first = q->first;
@@ -61,7 +50,7 @@ void tg__sgd_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void 
                     tg__opt_state *st, bool first, int64_t n)
 {
     TG_ASSERT(h->momentum == 0 || st->buf[0] != NULL);
-    update_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st, .first = first};
+    tg__opt_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st, .first = first};
     tg__parallel_range(n, n > 32768, sgd_range, &q);
 }
 
@@ -80,7 +69,7 @@ void tg__sgd_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void 
         const T wd = (T)a->weight_decay, decay = (T)(1.0 - a->lr * a->weight_decay); \
         const T b1 = (T)a->beta1, b2 = (T)a->beta2;                           \
         const T c1 = (T)(1.0 - a->beta1), c2 = (T)(1.0 - a->beta2);           \
-        const T bc2s = (T)q->bc2_sqrt, eps = (T)a->eps, neg_step = (T)(-q->step_size); \
+        const T bc2s = (T)q->b, eps = (T)a->eps, neg_step = (T)(-q->a);       \
         for (int64_t i = lo; i < hi; i++) {                                   \
             T gi = a->maximize ? -gg[i] : gg[i];                              \
             if (q->decoupled) pp[i] = pp[i] * decay;                          \
@@ -101,7 +90,7 @@ void tg__sgd_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void 
  * amsgrad: the same f32 operations in the same order (sqrt and division
  * are correctly rounded in both), so the same bits.  Returns where the
  * scalar loop goes on. */
-TG__AVX2 static int64_t adam_f32_avx2(const update_job *q, int64_t lo, int64_t hi)
+TG__AVX2 static int64_t adam_f32_avx2(const tg__opt_job *q, int64_t lo, int64_t hi)
 {
     const tg__opt_hparams *a = q->h;
     const tg__opt_state *st = q->st;
@@ -112,8 +101,8 @@ TG__AVX2 static int64_t adam_f32_avx2(const update_job *q, int64_t lo, int64_t h
     const __m256 b1 = _mm256_set1_ps((float)a->beta1), b2 = _mm256_set1_ps((float)a->beta2);
     const __m256 c1 = _mm256_set1_ps((float)(1.0 - a->beta1)),
                  c2 = _mm256_set1_ps((float)(1.0 - a->beta2));
-    const __m256 bc2s = _mm256_set1_ps((float)q->bc2_sqrt), eps = _mm256_set1_ps((float)a->eps),
-                 neg_step = _mm256_set1_ps((float)(-q->step_size));
+    const __m256 bc2s = _mm256_set1_ps((float)q->b), eps = _mm256_set1_ps((float)a->eps),
+                 neg_step = _mm256_set1_ps((float)(-q->a));
     const bool coupled = !q->decoupled && a->weight_decay != 0;
     int64_t i = lo;
     for (; i + 8 <= hi; i += 8) {
@@ -136,7 +125,7 @@ TG__AVX2 static int64_t adam_f32_avx2(const update_job *q, int64_t lo, int64_t h
 
 static void adam_range(void *job, int64_t lo, int64_t hi)
 {
-    const update_job *q = job;
+    const tg__opt_job *q = job;
     const tg__opt_hparams *a = q->h;
     const tg__opt_state *st = q->st;
 #ifdef TG__HAVE_X86_SIMD
@@ -155,9 +144,8 @@ void tg__adam_update(const tg__opt_hparams *a, bool decoupled, tg_dtype cdt, voi
     st->step++;
     double t = (double)st->step;
     double bc1 = 1.0 - pow(a->beta1, t), bc2 = 1.0 - pow(a->beta2, t);
-    update_job q = {.h = a, .cdt = cdt, .p = p, .g = g, .st = st,
-                    .decoupled = decoupled, .step_size = a->lr / bc1,
-                    .bc2_sqrt = sqrt(bc2)};
+    tg__opt_job q = {.h = a, .cdt = cdt, .p = p, .g = g, .st = st,
+                    .decoupled = decoupled, .a = a->lr / bc1, .b = sqrt(bc2)};
     tg__parallel_range(n, n > 32768, adam_range, &q);
 }
 
@@ -197,7 +185,7 @@ void tg__adam_update(const tg__opt_hparams *a, bool decoupled, tg_dtype cdt, voi
 
 static void rmsprop_range(void *job, int64_t lo, int64_t hi)
 {
-    const update_job *q = job;
+    const tg__opt_job *q = job;
     const tg__opt_hparams *r = q->h;
     const tg__opt_state *st = q->st;
     if (q->cdt == TG_F64) RMSPROP_LOOP(double)
@@ -210,6 +198,6 @@ void tg__rmsprop_update(const tg__opt_hparams *r, tg_dtype cdt, void *p, const v
     TG_ASSERT(st->buf[0] != NULL && (r->momentum <= 0 || st->buf[1] != NULL) &&
               (!r->centered || st->buf[2] != NULL));
     st->step++;
-    update_job q = {.h = r, .cdt = cdt, .p = p, .g = g, .st = st};
+    tg__opt_job q = {.h = r, .cdt = cdt, .p = p, .g = g, .st = st};
     tg__parallel_range(n, n > 32768, rmsprop_range, &q);
 }

@@ -12,19 +12,7 @@
 
 #include "optim_internal.h"
 
-/* One update call: elements [lo, hi) of a parameter per thread, with the
- * step's scalars (double, as torch's Python computes them). */
-typedef struct {
-    const tg__opt_hparams *h;
-    tg_dtype cdt;
-    void *p;
-    const void *g;
-    const tg__opt_state *st;
-    double a, b, c;   /* per rule, below */
-    bool rectify;     /* RAdam: rho_t > 5 */
-} more_job;
-
-static void run(more_job *q, int64_t n, void (*fn)(void *, int64_t, int64_t))
+static void run(tg__opt_job *q, int64_t n, void (*fn)(void *, int64_t, int64_t))
 {
     tg__parallel_range(n, n > 32768, fn, q);
 }
@@ -47,7 +35,7 @@ static void run(more_job *q, int64_t n, void (*fn)(void *, int64_t, int64_t))
 
 static void adagrad_range(void *job, int64_t lo, int64_t hi)
 {
-    const more_job *q = job;
+    const tg__opt_job *q = job;
     const tg__opt_hparams *h = q->h;
     if (q->cdt == TG_F64) ADAGRAD_LOOP(double)
     else ADAGRAD_LOOP(float)
@@ -59,7 +47,7 @@ void tg__adagrad_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const v
     TG_ASSERT(st->buf[0] != NULL);
     st->step++;
     const double clr = h->lr / (1 + ((double)st->step - 1) * h->lr_decay);
-    more_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st, .a = -clr};
+    tg__opt_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st, .a = -clr};
     run(&q, n, adagrad_range);
 }
 
@@ -84,7 +72,7 @@ void tg__adagrad_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const v
 
 static void adamax_range(void *job, int64_t lo, int64_t hi)
 {
-    const more_job *q = job;
+    const tg__opt_job *q = job;
     const tg__opt_hparams *h = q->h;
     if (q->cdt == TG_F64) ADAMAX_LOOP(double)
     else ADAMAX_LOOP(float)
@@ -96,7 +84,7 @@ void tg__adamax_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const vo
     TG_ASSERT(st->buf[0] != NULL && st->buf[1] != NULL);
     st->step++;
     const double clr = h->lr / (1 - pow(h->beta1, (double)st->step));
-    more_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st, .a = -clr};
+    tg__opt_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st, .a = -clr};
     run(&q, n, adamax_range);
 }
 
@@ -125,7 +113,7 @@ void tg__adamax_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const vo
 
 static void nadam_range(void *job, int64_t lo, int64_t hi)
 {
-    const more_job *q = job;
+    const tg__opt_job *q = job;
     const tg__opt_hparams *h = q->h;
     if (q->cdt == TG_F64) NADAM_LOOP(double)
     else NADAM_LOOP(float)
@@ -151,7 +139,7 @@ void tg__nadam_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const voi
     const float prod = (float)st->mu_product * (float)mu;
     const float prod_next = prod * (float)mu * (float)mu_next;
     st->mu_product = prod;
-    more_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st,
+    tg__opt_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st,
                   .a = -h->lr * (1. - mu) / (1. - (double)prod),
                   .b = -h->lr * mu_next / (1. - (double)prod_next),
                   .c = 1 - pow(h->beta2, t)};
@@ -177,7 +165,7 @@ void tg__nadam_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const voi
             m[i] = m[i] * b1 + c1 * gi;                                       \
             v[i] = v[i] * b2 + c2 * gi * gi;                                  \
             const T e = m[i] / bc1;                                           \
-            if (q->rectify) {                                                 \
+            if (q->flag) {                                                 \
                 const T w = one / ((T)sqrt(v[i]) + eps) * bc2s;               \
                 pp[i] = pp[i] - e * lr * w * rect;                            \
             } else {                                                          \
@@ -188,7 +176,7 @@ void tg__nadam_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const voi
 
 static void radam_range(void *job, int64_t lo, int64_t hi)
 {
-    const more_job *q = job;
+    const tg__opt_job *q = job;
     const tg__opt_hparams *h = q->h;
     if (q->cdt == TG_F64) RADAM_LOOP(double)
     else RADAM_LOOP(float)
@@ -203,9 +191,9 @@ void tg__radam_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const voi
     const double bc1 = 1 - pow(h->beta1, t), bc2 = 1 - pow(h->beta2, t);
     const double rho_inf = 2 / (1 - h->beta2) - 1;
     const double rho_t = rho_inf - 2 * t * pow(h->beta2, t) / bc2;
-    more_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st, .a = bc1, .b = sqrt(bc2),
-                  .rectify = rho_t > 5.};
-    if (q.rectify)
+    tg__opt_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st, .a = bc1, .b = sqrt(bc2),
+                  .flag = rho_t > 5.};
+    if (q.flag)
         q.c = sqrt((rho_t - 4) * (rho_t - 2) * rho_inf /
                    ((rho_inf - 4) * (rho_inf - 2) * rho_t));
     run(&q, n, radam_range);
@@ -233,7 +221,7 @@ void tg__radam_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const voi
 
 static void adadelta_range(void *job, int64_t lo, int64_t hi)
 {
-    const more_job *q = job;
+    const tg__opt_job *q = job;
     const tg__opt_hparams *h = q->h;
     if (q->cdt == TG_F64) ADADELTA_LOOP(double)
     else ADADELTA_LOOP(float)
@@ -244,7 +232,7 @@ void tg__adadelta_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const 
 {
     TG_ASSERT(st->buf[0] != NULL && st->buf[1] != NULL);
     st->step++;
-    more_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st, .a = -h->lr};
+    tg__opt_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st, .a = -h->lr};
     run(&q, n, adadelta_range);
 }
 
@@ -277,7 +265,7 @@ void tg__adadelta_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const 
 
 static void rprop_range(void *job, int64_t lo, int64_t hi)
 {
-    const more_job *q = job;
+    const tg__opt_job *q = job;
     const tg__opt_hparams *h = q->h;
     if (q->cdt == TG_F64) RPROP_LOOP(double)
     else RPROP_LOOP(float)
@@ -288,7 +276,7 @@ void tg__rprop_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const voi
 {
     TG_ASSERT(st->buf[0] != NULL && st->buf[1] != NULL);
     st->step++;
-    more_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st};
+    tg__opt_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st};
     run(&q, n, rprop_range);
 }
 
@@ -305,13 +293,13 @@ void tg__rprop_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const voi
             if (h->weight_decay != 0) gi = gi + wd * pp[i];                   \
             pp[i] = pp[i] * decay;                                            \
             pp[i] = pp[i] + neg_eta * gi;                                     \
-            ax[i] = q->rectify ? pp[i] : ax[i] + (pp[i] - ax[i]) * mu;        \
+            ax[i] = q->flag ? pp[i] : ax[i] + (pp[i] - ax[i]) * mu;        \
         }                                                                     \
     }
 
 static void asgd_range(void *job, int64_t lo, int64_t hi)
 {
-    const more_job *q = job;
+    const tg__opt_job *q = job;
     const tg__opt_hparams *h = q->h;
     if (q->cdt == TG_F64) ASGD_LOOP(double)
     else ASGD_LOOP(float)
@@ -323,10 +311,10 @@ void tg__asgd_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void
     TG_ASSERT(st->buf[0] != NULL);
     st->step++;
     const double t = (double)st->step;
-    /* rectify: ax copies p (torch's mu.item() == 1) */
-    more_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st,
+    /* flag: ax copies p (torch's mu.item() == 1) */
+    tg__opt_job q = {.h = h, .cdt = cdt, .p = p, .g = g, .st = st,
                   .a = 1 - h->lambd * st->eta, .b = -st->eta, .c = st->mu,
-                  .rectify = st->mu == 1};
+                  .flag = st->mu == 1};
     run(&q, n, asgd_range);
     st->eta = (float)(h->lr / pow(1 + h->lambd * h->lr * t, h->alpha));
     const double m = t - h->t0;
