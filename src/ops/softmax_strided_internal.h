@@ -1,7 +1,7 @@
 /* src/ops/softmax_strided_internal.h - softmax, log_softmax and their
  * backwards of f32 rows of stride S (a slab (C, S): row i is the C
- * elements c S + i), in double with the vectorized exp, rounded once to f32
- * (src/ops/softmax_strided.c), for softmax.c's kernels and cross_entropy's
+ * elements c S + i), in double with the vectorized exp and log, rounded
+ * once to f32 (src/ops/softmax_strided.c), for softmax.c's kernels and cross_entropy's
  * spatial rows (src/ops/cross_entropy_rows.c).  The width w as
  * tg__exp_width_get gives it (src/ops/softmax_rows_internal.h); every
  * width gives the same bits.  Internal to src/ops. */
@@ -76,5 +76,9 @@ void tg__log_softmax_pick_backward_strided_f32(const float *x, float *dx, int64_
                                                int64_t S, int64_t i0, int64_t i1,
                                                const double *st, const int64_t *t,
                                                const double *gt, tg__exp_width w);
+
+/* v[i] = log(v[i]) for i < n, in place, at width w: src/ops/log_simd.h's
+ * log, the one the kernels above take for log(s).  For tests. */
+void tg__log_f64_inplace(double *v, int64_t n, tg__exp_width w);
 
 #endif

@@ -1,7 +1,8 @@
 /* src/ops/softmax_strided_tmpl.h - the kernels of src/ops/softmax_strided.c
  * at one vector width, included once per width with W (lanes), VF (W
  * floats), VD, VI, VU (W doubles, int64, uint64), FMA and TAB (the width's
- * helpers of src/ops/exp_simd.h), ATTR (its target attribute) and FN(name)
+ * helpers of src/ops/exp_simd.h), LOGTAB (its lookup of
+ * src/ops/log_simd.h's tables), ATTR (its target attribute) and FN(name)
  * (name with the width's suffix), TO_VD and TO_VF (the conversions of a
  * VF to a VD and back, each value rounded as a C cast rounds it) and
  * MAXF(v, m) (each lane's v > m ? v : m of two VF) defined; no include
@@ -83,13 +84,10 @@ ATTR static inline AI void FN(max_of)(VD *m, const float *x, int64_t C, int64_t 
     *m = TO_VD(mf);
 }
 
-/* *s = libm's log of each lane. */
+/* *s = log of each lane, src/ops/log_simd.h's (within 0.51 ulp). */
 ATTR static inline AI void FN(log_lanes)(VD *s)
 {
-    double a[W];
-    memcpy(a, s, sizeof a);
-    for (int l = 0; l < W; l++) a[l] = log(a[l]);
-    memcpy(s, a, sizeof a);
+    TG__LOGV(VD, VU, FMA, LOGTAB, *s, *s);
 }
 
 /* y = softmax (log_: log_softmax) of the block's rows: m, then e_c =
@@ -275,4 +273,19 @@ ATTR static void FN(pick_slab)(const float *x, float *dx, int64_t C, int64_t S, 
     for (; i + W <= i1; i += W)
         FN(pick_block)(x + i, dx + i, C, S, st + 2 * i, t + i, gt + i, W);
     if (i < i1) FN(pick_block)(x + i, dx + i, C, S, st + 2 * i, t + i, gt + i, (int)(i1 - i));
+}
+
+/* v[i] = log(v[i]) for i < n, in place (tg__log_f64_inplace). */
+ATTR static void FN(log_array)(double *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i += W) {
+        const int k = n - i < W ? (int)(n - i) : W;
+        double a[W] = {0};
+        memcpy(a, v + i, (size_t)k * sizeof *a);
+        VD x;
+        memcpy(&x, a, sizeof x);
+        FN(log_lanes)(&x);
+        memcpy(a, &x, sizeof a);
+        memcpy(v + i, a, (size_t)k * sizeof *a);
+    }
 }
