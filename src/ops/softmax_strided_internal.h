@@ -21,8 +21,9 @@ enum { TG__SLAB_TASK = 32768 };
 
 /* How softmax.c and cross_entropy_rows.c share n slabs (C, S) among tasks
  * of about TG__SLAB_TASK elements: *per whole slabs a task; or, with split
- * (f32 slabs of S > 1, whose rows the kernels above take by ranges) and
- * slabs larger than that, *pos rows of a slab a task (a multiple of 8, at
+ * (slabs of S > 1, whose rows the kernels above and the double ones of
+ * softmax.c and cross_entropy_rows.c take by ranges) and slabs larger than
+ * that, *pos rows of a slab a task (a multiple of 8, at
  * least 8) and *chunks tasks a slab, so that one slab uses every thread
  * (*pos and *chunks 0 otherwise).  Returns the number of tasks. */
 static inline int64_t tg__slab_tasks(int64_t n, int64_t C, int64_t S, bool split, int64_t *per,
