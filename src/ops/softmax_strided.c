@@ -60,13 +60,18 @@ typedef int32_t strided_v8fi __attribute__((vector_size(32)));
 #endif
 
 #define AI __attribute__((always_inline))
+/* Blocks of W positions whose logs (log_softmax's forward, the stats) run
+ * side by side: each log a chain of some sixty dependent steps, which one
+ * block's other work cannot cover. */
+#define GROUP 4
 /* a where the lanes of the mask m are all ones, b elsewhere. */
 #define SEL(m, a, b) ((VD)(((VI)(a) & (m)) | ((VI)(b) & ~(m))))
 
 /* The three widths.  FN(name) pastes the width's suffix: the template
  * defines load, load_f, store, exp_le0, exp_shifted, max_of, log_lanes,
- * load_classes, forward_block, backward_block, log_backward_block,
- * stats_block, pick_block, forward_slab, backward_slab, log_backward_slab,
+ * load_classes, forward_block, max_and_sum, log_forward_group,
+ * backward_block, log_backward_block, stats_sums, stats_group, pick_block,
+ * forward_slab, backward_slab, log_backward_slab,
  * stats_slab, pick_slab and log_array as name_plain, name_avx2 and
  * name_avx512. */
 #define W 4
