@@ -63,7 +63,7 @@ typedef int32_t strided_v8fi __attribute__((vector_size(32)));
 /* Blocks of W positions whose logs (log_softmax's forward, the stats) run
  * side by side: each log a chain of some sixty dependent steps, which one
  * block's other work cannot cover. */
-#define GROUP 4
+#define GROUP 8
 /* a where the lanes of the mask m are all ones, b elsewhere. */
 #define SEL(m, a, b) ((VD)(((VI)(a) & (m)) | ((VI)(b) & ~(m))))
 
