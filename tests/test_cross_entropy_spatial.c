@@ -4,7 +4,8 @@
  * have the bits of log_softmax over dim 1 followed by nll_loss for every
  * reduction, with and without weights and an ignore_index, 1 and 2
  * threads, contiguous and channels-last logits and rows holding -inf, +inf
- * and NaN, and f32 spatial rows in every exp width; a create_graph
+ * and NaN, and f32 spatial rows in every exp width; f64 slabs shared among
+ * tasks by rows, the same bits with 1 and 2 threads; a create_graph
  * backward gives the composition's second derivative; f64 gradchecks;
  * other arguments stay with the composition. */
 #include <criterion/criterion.h>
@@ -218,4 +219,25 @@ Test(cross_entropy_spatial, tg_cross_entropy_of_f64_is_the_one_op)
         th_release_all(7, (tg_tensor *[]){ya, yb, lp, sa, sb, ga, gb});
     }
     th_release_all(2, (tg_tensor *[]){x, t});
+}
+
+/* f64 logits of one slab larger than a task (1100 positions, 104 a task at
+ * C = 300, the last share partial), shared among tasks by rows: the
+ * composition's bits with 1 and 2 threads, and the one op's value and
+ * gradient the same bits in both thread counts. */
+Test(cross_entropy_spatial, f64_large_slab_shared_among_tasks)
+{
+    const int64_t shape[3] = {1, 300, 1100};
+    cr_assert(eq(int, expect_cases_as_composition(TG_F64, 3, shape, 60), 96));
+    tg_tensor *x = logits(TG_F64, 3, shape, false, true, 61);
+    tg_tensor *t = targets(3, shape, 150), *v[2] = {NULL, NULL}, *g[2] = {NULL, NULL};
+    const int threads = tg_get_num_threads();
+    for (int th = 1; th <= 2; th++) {
+        OK(tg_set_num_threads(th));
+        one_op(x, t, 150, &v[th - 1], &g[th - 1]);
+    }
+    OK(tg_set_num_threads(threads));
+    th_expect_same_bits("f64 2 threads against 1", x, v[1], v[0]);
+    th_expect_same_bits("f64 2 threads against 1", x, g[1], g[0]);
+    th_release_all(6, (tg_tensor *[]){x, t, v[0], v[1], g[0], g[1]});
 }

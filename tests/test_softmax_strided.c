@@ -7,7 +7,8 @@
  * with 1 and 2 threads, rows holding NaN, +inf or only -inf NaN
  * throughout, every dim of 3-D and 4-D inputs, and PyTorch's values for
  * spatial softmax, log_softmax and cross_entropy
- * (tests/golden/softmax_spatial.safetensors). */
+ * (tests/golden/softmax_spatial.safetensors); and f64 rows of large slabs
+ * shared among tasks, bit for bit softmax.c's double steps. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -375,4 +376,74 @@ Test(softmax_strided, spatial_f32_matches_pytorch)
     }
     cr_assert(eq(int, checked, 6 + 9));
     tg_st_free(f);
+}
+
+/* f64 rows over dim 1 of (outer, C, inner), slabs larger than a task
+ * shared among tasks by rows (1100 rows, 104 a task at C = 300, the last
+ * share partial; two tasks a slab of (2, 10, 4099)): with 1 and 2 threads,
+ * values and gradients have the bits of softmax.c's double steps with
+ * libm's exp and log done row by row here (softmax's backward from the
+ * op's output), and the same bits in both thread counts. */
+Test(softmax_strided, f64_large_slabs_shared_among_tasks)
+{
+    static const int64_t shapes[2][3] = {{1, 300, 1100}, {2, 10, 4099}};
+    const int threads = tg_get_num_threads();
+    for (int sh = 0; sh < 2; sh++) {
+        const int64_t *shape = shapes[sh], C = shape[1], inner = shape[2];
+        const int64_t n = shape[0] * C * inner;
+        uint64_t st = 900 + (uint64_t)sh;
+        tg_tensor *x = th_rand_tensor(&st, TG_F64, 3, shape, -12, 12);
+        tg_tensor *g = th_rand_uniform(TG_F64, 3, shape, 910 + (uint64_t)sh);
+        OK(tg_tensor_set_requires_grad(x, true));
+        const double *xv = tg_tensor_cdata(x), *gv = tg_tensor_cdata(g);
+        double *y = malloc((size_t)n * sizeof *y), *dx = malloc((size_t)n * sizeof *dx);
+        for (int l = 0; l < 2; l++) {
+            tg_tensor *y1 = NULL, *d1 = NULL;
+            for (int t = 1; t <= 2; t++) {
+                OK(tg_set_num_threads(t));
+                tg_tensor *yt = NULL, *dt = NULL;
+                run(x, g, 1, l == 1, &yt, &dt);
+                const double *yv = tg_tensor_cdata(yt), *dv = tg_tensor_cdata(dt);
+                for (int64_t o = 0; o < shape[0]; o++)
+                    for (int64_t i = 0; i < inner; i++) {
+                        const int64_t at = o * C * inner + i;
+                        double m = -INFINITY, s = 0.0, sg = 0.0, sgy = 0.0;
+                        for (int64_t c = 0; c < C; c++)
+                            if (xv[at + c * inner] > m) m = xv[at + c * inner];
+                        for (int64_t c = 0; c < C; c++) {
+                            const int64_t k = at + c * inner;
+                            s += exp(xv[k] - m);
+                            sg += gv[k];
+                            sgy += gv[k] * yv[k];
+                        }
+                        for (int64_t c = 0; c < C; c++) {
+                            const int64_t k = at + c * inner;
+                            const double e = exp(xv[k] - m);
+                            y[k] = l ? (xv[k] - m) - log(s) : e / s;
+                            dx[k] = l ? gv[k] - e * (sg / s) : yv[k] * (gv[k] - sgy);
+                        }
+                    }
+                for (int64_t k = 0; k < n; k++) {
+                    cr_assert(memcmp(&yv[k], &y[k], sizeof *y) == 0,
+                              "f64 %s shape %d threads %d y[%lld]: %a, want %a",
+                              l ? "log_softmax" : "softmax", sh, t, (long long)k, yv[k], y[k]);
+                    cr_assert(memcmp(&dv[k], &dx[k], sizeof *dx) == 0,
+                              "f64 %s shape %d threads %d dx[%lld]: %a, want %a",
+                              l ? "log_softmax" : "softmax", sh, t, (long long)k, dv[k], dx[k]);
+                }
+                if (t == 1) {
+                    y1 = yt, d1 = dt;
+                    continue;
+                }
+                th_expect_same_bits("f64 2 threads against 1", x, yt, y1);
+                th_expect_same_bits("f64 2 threads against 1", x, dt, d1);
+                th_release_all(2, (tg_tensor *[]){yt, dt});
+            }
+            th_release_all(2, (tg_tensor *[]){y1, d1});
+        }
+        free(y);
+        free(dx);
+        th_release_all(2, (tg_tensor *[]){x, g});
+    }
+    OK(tg_set_num_threads(threads));
 }

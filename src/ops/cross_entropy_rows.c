@@ -57,42 +57,45 @@ typedef struct ce_job {
     const double *wk, *gt;
     const float *gf;
     int64_t N, C, S, per;
-    /* f32 slabs of S > 1 that are large: tasks of `pos` rows (positions)
-     * of a slab, `chunks` tasks a slab (0: whole slabs; tg__slab_tasks) */
+    /* slabs of S > 1 that are large: tasks of `pos` rows (positions) of a
+     * slab, `chunks` tasks a slab (0: whole slabs; tg__slab_tasks) */
     int64_t pos, chunks;
     tg__exp_width w;   /* the calling thread's (tg__exp_width_get) */
 } ce_job;
 
 /* log_softmax's f64 slabs of libm's exp (src/ops/softmax.c's forward_slab
- * and log_softmax_backward_slab, which take inner = 1 the same way):
- * slab_fwd_f64 the stats of the S rows of one slab x (C, S), each m the
- * first largest in class order, each s summed in class order;
- * slab_bwd_f64 dx = 0 - exp(x - m) f, f = (0 + g_t) / s, and at the
- * target g_t - exp(x - m) f, the composition's g - exp(x - m) (sum(g) /
- * s) of a g zero but at the target.  f: S doubles of scratch.  The f32
- * slabs are src/ops/softmax_strided.c's, the same steps with its exp. */
-static void slab_fwd_f64(const double *x, int64_t C, int64_t S, double *st)
+ * and log_softmax_backward_slab, which take inner = 1 the same way), rows
+ * [i0, i1) of one slab x (C, S): slab_fwd_f64 their stats, each m the
+ * first largest in class order, each s summed in class order; slab_bwd_f64
+ * dx = 0 - exp(x - m) f, f = (0 + g_t) / s, and at the target g_t - exp(x
+ * - m) f, the composition's g - exp(x - m) (sum(g) / s) of a g zero but at
+ * the target.  st, t and gt: the slab's (row i at st[2 i], t[i], gt[i]);
+ * f: i1 - i0 doubles of scratch.  The f32 slabs are
+ * src/ops/softmax_strided.c's, the same steps with its exp. */
+static void slab_fwd_f64(const double *x, int64_t C, int64_t S, int64_t i0, int64_t i1,
+                         double *st)
 {
-    for (int64_t i = 0; i < S; i++) {
+    for (int64_t i = i0; i < i1; i++) {
         st[2 * i] = -INFINITY;
         st[2 * i + 1] = 0.0;
     }
     for (int64_t c = 0; c < C; c++)
-        for (int64_t i = 0; i < S; i++)
+        for (int64_t i = i0; i < i1; i++)
             if (x[c * S + i] > st[2 * i]) st[2 * i] = x[c * S + i];
     for (int64_t c = 0; c < C; c++)
-        for (int64_t i = 0; i < S; i++) st[2 * i + 1] += exp(x[c * S + i] - st[2 * i]);
+        for (int64_t i = i0; i < i1; i++) st[2 * i + 1] += exp(x[c * S + i] - st[2 * i]);
 }
 
-static void slab_bwd_f64(const double *x, double *dx, int64_t C, int64_t S, const double *st,
-                         const int64_t *t, const double *gt, double *f)
+static void slab_bwd_f64(const double *x, double *dx, int64_t C, int64_t S, int64_t i0,
+                         int64_t i1, const double *st, const int64_t *t, const double *gt,
+                         double *f)
 {
-    for (int64_t i = 0; i < S; i++) f[i] = (0.0 + gt[i]) / st[2 * i + 1];
+    for (int64_t i = i0; i < i1; i++) f[i - i0] = (0.0 + gt[i]) / st[2 * i + 1];
     for (int64_t c = 0; c < C; c++)
-        for (int64_t i = 0; i < S; i++)
-            dx[c * S + i] = 0.0 - exp(x[c * S + i] - st[2 * i]) * f[i];
-    for (int64_t i = 0; i < S; i++)
-        if (t[i] >= 0) dx[t[i] * S + i] = gt[i] - exp(x[t[i] * S + i] - st[2 * i]) * f[i];
+        for (int64_t i = i0; i < i1; i++)
+            dx[c * S + i] = 0.0 - exp(x[c * S + i] - st[2 * i]) * f[i - i0];
+    for (int64_t i = i0; i < i1; i++)
+        if (t[i] >= 0) dx[t[i] * S + i] = gt[i] - exp(x[t[i] * S + i] - st[2 * i]) * f[i - i0];
 }
 
 /* pick_losses of the f32 slabs' targets [k0, k1): from logp, which their
@@ -102,10 +105,24 @@ static void pick_losses_strided(const ce_job *j, int64_t k0, int64_t k1)
     for (int64_t k = k0; k < k1; k++) j->l[k] = j->cls[k] < 0 ? 0.0 : -j->l[k] * j->wk[k];
 }
 
-/* l[k] = -logp[n, t_k, i] w_k for the targets k = n S + i of slabs
- * [n0, end), from their rows' stats (the f32 slabs': from logp, which
- * their stats kernel left in l), logp rounded to x's dtype as log_softmax
- * stores it; +0 for an ignored target, as nll_loss's. */
+/* l[k] = -logp[n, t_k, i] w_k for the targets k = n S + i, i in [i0,
+ * i1), of f64 slab n, from their rows' stats; +0 for an ignored target, as
+ * nll_loss's. */
+static void pick_losses_f64(const ce_job *j, int64_t n, int64_t i0, int64_t i1)
+{
+    const int64_t C = j->C, S = j->S;
+    for (int64_t i = i0, k = n * S + i0; i < i1; i++, k++) {
+        j->l[k] = 0.0;
+        if (j->cls[k] < 0) continue;
+        const int64_t at = n * C * S + j->cls[k] * S + i;
+        const double *st = j->st + 2 * k;
+        j->l[k] = -((((const double *)j->x)[at] - st[0]) - log(st[1])) * j->wk[k];
+    }
+}
+
+/* pick_losses_f64's losses of the targets of slabs [n0, end), logp rounded
+ * to x's dtype as log_softmax stores it (the f32 slabs': from logp, which
+ * their stats kernel left in l). */
 static void pick_losses(const ce_job *j, int64_t n0, int64_t end)
 {
     const int64_t C = j->C, S = j->S;
@@ -125,29 +142,39 @@ static void pick_losses(const ce_job *j, int64_t n0, int64_t end)
         pick_losses_strided(j, n0 * S, end * S);
         return;
     }
-    for (int64_t n = n0; n < end; n++)
-        for (int64_t i = 0, k = n * S; i < S; i++, k++) {
-            j->l[k] = 0.0;
-            if (j->cls[k] < 0) continue;
-            const int64_t at = n * C * S + j->cls[k] * S + i;
-            const double *st = j->st + 2 * k;
-            j->l[k] = -((((const double *)j->x)[at] - st[0]) - log(st[1])) * j->wk[k];
-        }
+    for (int64_t n = n0; n < end; n++) pick_losses_f64(j, n, 0, S);
 }
 
-/* Rows [i0, i1) of f32 slab n (the task's share of a large slab). */
-static void chunk_task(const ce_job *j, int64_t n, int64_t i0, int64_t i1)
+/* Rows [i0, i1) of slab n (the task's share of a large slab). */
+static int chunk_task(const ce_job *j, int64_t n, int64_t i0, int64_t i1)
 {
     const int64_t slab = j->C * j->S, k = n * j->S;
+    if (j->f64) {
+        const double *x = (const double *)j->x + n * slab;
+        if (!j->backward) {
+            slab_fwd_f64(x, j->C, j->S, i0, i1, j->st + 2 * k);
+            pick_losses_f64(j, n, i0, i1);
+            return TG_OK;
+        }
+        double *f = tg__work_alloc((size_t)(i1 - i0) * sizeof *f);
+        if (!f)
+            return tg__error(TG_ENOMEM, "cross_entropy: out of memory for %lld rows",
+                             (long long)(i1 - i0));
+        slab_bwd_f64(x, (double *)j->dx + n * slab, j->C, j->S, i0, i1, j->st + 2 * k,
+                     j->cls + k, j->gt + k, f);
+        tg__work_free(f);
+        return TG_OK;
+    }
     const float *x = (const float *)j->x + n * slab;
     if (j->backward) {
         tg__log_softmax_pick_backward_strided_f32(x, (float *)j->dx + n * slab, j->C, j->S, i0,
                                                   i1, j->st + 2 * k, j->cls + k, j->gt + k, j->w);
-        return;
+        return TG_OK;
     }
     tg__log_softmax_stats_strided_f32(x, j->C, j->S, i0, i1, j->cls + k, j->st + 2 * k,
                                       j->l + k, j->w);
     pick_losses_strided(j, k + i0, k + i1);
+    return TG_OK;
 }
 
 static int ce_task(void *p, int64_t t)
@@ -155,8 +182,7 @@ static int ce_task(void *p, int64_t t)
     const ce_job *j = p;
     if (j->chunks > 0) {   /* rows [i0, i1) of slab t / chunks */
         const int64_t n = t / j->chunks, i0 = t % j->chunks * j->pos;
-        chunk_task(j, n, i0, i0 + j->pos < j->S ? i0 + j->pos : j->S);
-        return TG_OK;
+        return chunk_task(j, n, i0, i0 + j->pos < j->S ? i0 + j->pos : j->S);
     }
     const bool rows = !j->f64 && j->S == 1;   /* softmax_rows.c's vectorized rows */
     /* scratch: the rows' exps, or slab_bwd_f64's f (the f32 slabs take none) */
@@ -180,14 +206,14 @@ static int ce_task(void *p, int64_t t)
         for (int64_t n = n0; n < end; n++) {
             const int64_t o = (n - n0) * slab, k = n * j->S;
             if (j->backward && j->f64)
-                slab_bwd_f64((const double *)x + o, (double *)dx + o, j->C, j->S,
+                slab_bwd_f64((const double *)x + o, (double *)dx + o, j->C, j->S, 0, j->S,
                              j->st + 2 * k, j->cls + k, j->gt + k, e);
             else if (j->backward)
                 tg__log_softmax_pick_backward_strided_f32((const float *)x + o, (float *)dx + o,
                                                           j->C, j->S, 0, j->S, j->st + 2 * k,
                                                           j->cls + k, j->gt + k, j->w);
             else if (j->f64)
-                slab_fwd_f64((const double *)x + o, j->C, j->S, j->st + 2 * k);
+                slab_fwd_f64((const double *)x + o, j->C, j->S, 0, j->S, j->st + 2 * k);
             else
                 tg__log_softmax_stats_strided_f32((const float *)x + o, j->C, j->S, 0, j->S,
                                                   j->cls + k, j->st + 2 * k, j->l + k, j->w);
@@ -201,8 +227,8 @@ static int ce_task(void *p, int64_t t)
 static int ce_run(ce_job *j)
 {
     j->w = tg__exp_width_get();
-    const int64_t tasks = tg__slab_tasks(j->N, j->C, j->S, !j->f64 && j->S > 1, &j->per,
-                                         &j->pos, &j->chunks);
+    const int64_t tasks = tg__slab_tasks(j->N, j->C, j->S, j->S > 1, &j->per, &j->pos,
+                                         &j->chunks);
     return tg__run_tasks(tasks, j->N * j->C * j->S > TG__SLAB_TASK, ce_task, j);
 }
 

@@ -182,7 +182,7 @@ typedef struct softmax_job {
     const char *a, *b;
     char *out;
     int64_t outer, C, inner, per;
-    /* f32 rows of stride inner > 1 in large slabs: tasks of `pos` rows
+    /* rows of stride inner > 1 in large slabs: tasks of `pos` rows
      * (positions) of a slab, `chunks` tasks a slab (tg__slab_tasks) */
     int64_t pos, chunks;
     tg__exp_width w;   /* the f32 kernels': the calling thread's (tg__exp_width_get) */
@@ -209,56 +209,72 @@ static int strided_task(const softmax_job *j, int64_t o0, int64_t end, int64_t i
     return TG_OK;
 }
 
+/* Rows [i0, i1) of slab o in double, for the dtypes but f32 (whose rows
+ * take softmax_rows.c's and softmax_strided.c's kernels): the block (C, w =
+ * i1 - i0) of a (and of b) copied to va (and vb), computed as a slab of its
+ * own (a row's bits depend on no other row), stored back.  m: 3 w doubles
+ * of scratch. */
+static void slab_rows_f64(const softmax_job *j, int64_t o, int64_t i0, int64_t i1, double *va,
+                          double *vb, double *m)
+{
+    const int64_t C = j->C, inner = j->inner, w = i1 - i0;
+    const size_t esz = tg_dtype_size(j->dt);
+    const int64_t n = w == inner ? 1 : C, len = w == inner ? C * w : w;   /* pieces */
+    for (int64_t c = 0; c < n; c++) {
+        const size_t at = (size_t)((o * C + c) * inner + i0) * esz;
+        load_f64(j->dt, j->a + at, va + c * w, len);
+        if (j->backward) load_f64(j->dt, j->b + at, vb + c * w, len);
+    }
+    if (j->backward && j->log_) log_softmax_backward_slab(va, vb, m, C, w);
+    else if (j->backward) softmax_backward_slab(va, vb, m, C, w);
+    else forward_slab(va, m, m + w, C, w, j->log_);
+    const double *r = j->backward ? vb : va;
+    for (int64_t c = 0; c < n; c++)
+        store_f64(j->dt, r + c * w, j->out + (size_t)((o * C + c) * inner + i0) * esz, len);
+}
+
 static int softmax_task(void *p, int64_t t)
 {
     const softmax_job *j = p;
+    int64_t o0 = t * j->per, end = (t + 1) * j->per < j->outer ? (t + 1) * j->per : j->outer;
+    int64_t i0 = 0, i1 = j->inner;
     if (j->pos > 0) {   /* rows [i0, i1) of slab t / chunks */
-        const int64_t o = t / j->chunks, i0 = t % j->chunks * j->pos;
-        return strided_task(j, o, o + 1, i0, i0 + j->pos < j->inner ? i0 + j->pos : j->inner);
+        o0 = t / j->chunks, end = o0 + 1;
+        i0 = t % j->chunks * j->pos;
+        i1 = i0 + j->pos < j->inner ? i0 + j->pos : j->inner;
     }
-    const int64_t end = (t + 1) * j->per < j->outer ? (t + 1) * j->per : j->outer;
-    if (j->dt == TG_F32 && j->inner > 1) return strided_task(j, t * j->per, end, 0, j->inner);
-    const int64_t slab = j->C * j->inner, esz = (int64_t)tg_dtype_size(j->dt);
-    const int64_t nva = slab > TG__ROWS_BLOCK ? slab : TG__ROWS_BLOCK;
+    if (j->dt == TG_F32 && j->inner > 1) return strided_task(j, o0, end, i0, i1);
+    const int64_t blk = j->C * (i1 - i0);
+    const int64_t nva = blk > TG__ROWS_BLOCK ? blk : TG__ROWS_BLOCK;
     double *va = tg__work_alloc((size_t)(nva + TG__EXP_PAD) * sizeof *va);
-    double *vb = j->backward ? tg__work_alloc((size_t)slab * sizeof *vb) : NULL;
-    double *m = tg__work_alloc((size_t)(3 * j->inner) * sizeof *m);
+    double *vb = j->backward ? tg__work_alloc((size_t)blk * sizeof *vb) : NULL;
+    double *m = tg__work_alloc((size_t)(3 * (i1 - i0)) * sizeof *m);
     int rc = TG_OK;
     if (!va || !m || (j->backward && !vb)) {
         rc = tg__error(TG_ENOMEM, "%s: out of memory for a slab of %lld elements",
-                       j->log_ ? "log_softmax" : "softmax", (long long)slab);
+                       j->log_ ? "log_softmax" : "softmax", (long long)blk);
         goto done;
     }
     /* f32 rows along the last dim: src/ops/softmax_rows.c, read and written in f32 */
     const bool rows = j->dt == TG_F32 && j->inner == 1;
     const tg__exp_width w = j->w;
+    const int64_t slab = j->C * j->inner;
     if (rows && !j->backward) {   /* the task's rows at once: short ones share the exp */
-        const int64_t at = t * j->per * slab;
-        tg__softmax_rows_f32((const float *)j->a + at, (float *)j->out + at, end - t * j->per,
-                             j->C, j->log_, va, w);
+        tg__softmax_rows_f32((const float *)j->a + o0 * slab, (float *)j->out + o0 * slab,
+                             end - o0, j->C, j->log_, va, w);
         goto done;
     }
-    for (int64_t o = t * j->per; o < end; o++) {
-        const int64_t at = o * slab * esz;
-        if (rows) {
-            const float *a = (const float *)(j->a + at);
-            float *y = (float *)(j->out + at);
-            const float *g = (const float *)(j->b + at);
-            if (j->backward && j->log_) tg__log_softmax_backward_row_f32(a, g, y, j->C, va, w);
-            else if (j->backward) tg__softmax_backward_row_f32(a, g, y, j->C);
-            else tg__softmax_row_f32(a, y, j->C, j->log_, va, w);
+    for (int64_t o = o0; o < end; o++) {
+        if (!rows) {
+            slab_rows_f64(j, o, i0, i1, va, vb, m);
             continue;
         }
-        load_f64(j->dt, j->a + at, va, slab);
-        if (j->backward) {
-            load_f64(j->dt, j->b + at, vb, slab);
-            if (j->log_) log_softmax_backward_slab(va, vb, m, j->C, j->inner);
-            else softmax_backward_slab(va, vb, m, j->C, j->inner);
-            store_f64(j->dt, vb, j->out + at, slab);
-        } else {
-            forward_slab(va, m, m + j->inner, j->C, j->inner, j->log_);
-            store_f64(j->dt, va, j->out + at, slab);
-        }
+        const float *a = (const float *)j->a + o * slab;
+        float *y = (float *)j->out + o * slab;
+        const float *g = (const float *)j->b + o * slab;
+        if (j->backward && j->log_) tg__log_softmax_backward_row_f32(a, g, y, j->C, va, w);
+        else if (j->backward) tg__softmax_backward_row_f32(a, g, y, j->C);
+        else tg__softmax_row_f32(a, y, j->C, j->log_, va, w);
     }
 done:
     tg__work_free(va);
@@ -295,11 +311,10 @@ static int softmax_run(bool log_, bool backward, tg_tensor **out, tg_tensor *a, 
     j.out = tg_tensor_data(r);
     const int64_t slab = j.C * j.inner, numel = j.outer * slab;
     if (numel > 0) {
-        /* whole slabs a task, or large f32 slabs of stride inner > 1 by
-         * rows (a row's bits do not depend on its task) */
-        const int64_t tasks = tg__slab_tasks(j.outer, j.C, j.inner,
-                                             j.dt == TG_F32 && j.inner > 1, &j.per, &j.pos,
-                                             &j.chunks);
+        /* whole slabs a task, or large slabs of stride inner > 1 by rows
+         * (a row's bits do not depend on its task) */
+        const int64_t tasks = tg__slab_tasks(j.outer, j.C, j.inner, j.inner > 1, &j.per,
+                                             &j.pos, &j.chunks);
         TG_TRY_GOTO(tg__run_tasks(tasks, numel > TG__SLAB_TASK, softmax_task, &j));
     }
     *out = r;

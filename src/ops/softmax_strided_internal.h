@@ -1,7 +1,7 @@
 /* src/ops/softmax_strided_internal.h - softmax, log_softmax and their
  * backwards of f32 rows of stride S (a slab (C, S): row i is the C
- * elements c S + i), in double with the vectorized exp, rounded once to f32
- * (src/ops/softmax_strided.c), for softmax.c's kernels and cross_entropy's
+ * elements c S + i), in double with the vectorized exp and log, rounded
+ * once to f32 (src/ops/softmax_strided.c), for softmax.c's kernels and cross_entropy's
  * spatial rows (src/ops/cross_entropy_rows.c).  The width w as
  * tg__exp_width_get gives it (src/ops/softmax_rows_internal.h); every
  * width gives the same bits.  Internal to src/ops. */
@@ -21,8 +21,9 @@ enum { TG__SLAB_TASK = 32768 };
 
 /* How softmax.c and cross_entropy_rows.c share n slabs (C, S) among tasks
  * of about TG__SLAB_TASK elements: *per whole slabs a task; or, with split
- * (f32 slabs of S > 1, whose rows the kernels above take by ranges) and
- * slabs larger than that, *pos rows of a slab a task (a multiple of 8, at
+ * (slabs of S > 1, whose rows the kernels above and the double ones of
+ * softmax.c and cross_entropy_rows.c take by ranges) and slabs larger than
+ * that, *pos rows of a slab a task (a multiple of 8, at
  * least 8) and *chunks tasks a slab, so that one slab uses every thread
  * (*pos and *chunks 0 otherwise).  Returns the number of tasks. */
 static inline int64_t tg__slab_tasks(int64_t n, int64_t C, int64_t S, bool split, int64_t *per,
@@ -76,5 +77,9 @@ void tg__log_softmax_pick_backward_strided_f32(const float *x, float *dx, int64_
                                                int64_t S, int64_t i0, int64_t i1,
                                                const double *st, const int64_t *t,
                                                const double *gt, tg__exp_width w);
+
+/* v[i] = log(v[i]) for i < n, in place, at width w: src/ops/log_simd.h's
+ * log, the one the kernels above take for log(s).  For tests. */
+void tg__log_f64_inplace(double *v, int64_t n, tg__exp_width w);
 
 #endif

@@ -1,7 +1,8 @@
 /* src/ops/softmax_strided_tmpl.h - the kernels of src/ops/softmax_strided.c
  * at one vector width, included once per width with W (lanes), VF (W
  * floats), VD, VI, VU (W doubles, int64, uint64), FMA and TAB (the width's
- * helpers of src/ops/exp_simd.h), ATTR (its target attribute) and FN(name)
+ * helpers of src/ops/exp_simd.h), LOGTAB (its lookup of
+ * src/ops/log_simd.h's tables), ATTR (its target attribute) and FN(name)
  * (name with the width's suffix), TO_VD and TO_VF (the conversions of a
  * VF to a VD and back, each value rounded as a C cast rounds it) and
  * MAXF(v, m) (each lane's v > m ? v : m of two VF) defined; no include
@@ -83,41 +84,65 @@ ATTR static inline AI void FN(max_of)(VD *m, const float *x, int64_t C, int64_t 
     *m = TO_VD(mf);
 }
 
-/* *s = libm's log of each lane. */
+/* *s = log of each lane, src/ops/log_simd.h's (within 0.51 ulp). */
 ATTR static inline AI void FN(log_lanes)(VD *s)
 {
-    double a[W];
-    memcpy(a, s, sizeof a);
-    for (int l = 0; l < W; l++) a[l] = log(a[l]);
-    memcpy(s, a, sizeof a);
+    TG__LOGV(VD, VU, FMA, LOGTAB, *s, *s);
 }
 
-/* y = softmax (log_: log_softmax) of the block's rows: m, then e_c =
- * exp(x_c - m) and s = sum_c e_c in class order, then y_c = e_c / s or
- * (x_c - m) - log(s).  e: C W doubles of scratch. */
+/* y = softmax of the block's rows: m, then e_c = exp(x_c - m) and s =
+ * sum_c e_c in class order, then y_c = e_c / s.  e: C W doubles of
+ * scratch. */
 ATTR static inline AI void FN(forward_block)(const float *x, float *y, int64_t C, int64_t S,
-                                             bool log_, double *e, int n)
+                                             double *e, int n)
 {
     VD m, s = {0}, v;
     FN(max_of)(&m, x, C, S, n);
     for (int64_t c = 0; c < C; c++) {
         FN(exp_shifted)(&v, x + c * S, &m, n);
         s += v;
-        if (!log_) memcpy(e + c * W, &v, sizeof v);
-    }
-    if (log_) {
-        FN(log_lanes)(&s);
-        for (int64_t c = 0; c < C; c++) {
-            FN(load)(&v, x + c * S, n);
-            v = (v - m) - s;
-            FN(store)(y + c * S, &v, n);
-        }
-        return;
+        memcpy(e + c * W, &v, sizeof v);
     }
     for (int64_t c = 0; c < C; c++) {
         memcpy(&v, e + c * W, sizeof v);
         v /= s;
         FN(store)(y + c * S, &v, n);
+    }
+}
+
+/* *m and *s = the maximum and sum_c exp(x_c - m) of the block's rows, in
+ * class order. */
+ATTR static inline AI void FN(max_and_sum)(VD *m, VD *s, const float *x, int64_t C, int64_t S,
+                                           int n)
+{
+    const VD zero = {0};
+    VD v;
+    FN(max_of)(m, x, C, S, n);
+    *s = zero;
+    for (int64_t c = 0; c < C; c++) {
+        FN(exp_shifted)(&v, x + c * S, m, n);
+        *s += v;
+    }
+}
+
+/* y = log_softmax of the n <= GROUP W positions at x, GROUP blocks at a
+ * time: each block's m and s, then their logs side by side (independent
+ * chains, which the CPU overlaps), then y_c = (x_c - m) - log(s). */
+ATTR static inline AI void FN(log_forward_group)(const float *x, float *y, int64_t C,
+                                                 int64_t S, int64_t n)
+{
+    VD m[GROUP], s[GROUP], v;
+    const int nb = (int)((n + W - 1) / W);
+    for (int b = 0; b < nb; b++)
+        FN(max_and_sum)(&m[b], &s[b], x + b * W, C, S, n - b * W < W ? (int)(n - b * W) : W);
+    for (int b = 0; b < nb; b++) FN(log_lanes)(&s[b]);
+    for (int b = 0; b < nb; b++) {
+        const int k = n - b * W < W ? (int)(n - b * W) : W;
+        for (int64_t c = 0; c < C; c++) {
+            FN(load)(&v, x + b * W + c * S, k);
+            v = (v - m[b]) - s[b];
+            FN(store)(y + b * W + c * S, &v, k);
+        }
     }
 }
 
@@ -172,40 +197,62 @@ ATTR static inline AI void FN(load_classes)(VI *tv, const int64_t *t, int n)
     memcpy(tv, a, sizeof a);
 }
 
-/* st[2 l] = m and st[2 l + 1] = s of the block's lane l < n, as
- * forward_block computes them, and lp[l] = log_softmax at class t[l] as
- * forward_block rounds it to f32, (x_t - m) - log(s) (0 for t[l] < 0). */
-ATTR static inline AI void FN(stats_block)(const float *x, int64_t C, int64_t S,
-                                           const int64_t *t, double *st, double *lp, int n)
+/* *m and *s as max_and_sum gives them, and *xt = x at class t[l] in lane
+ * l < n (0 for t[l] < 0 and past n). */
+ATTR static inline AI void FN(stats_sums)(VD *m, VD *s, VD *xt, const float *x, int64_t C,
+                                          int64_t S, const int64_t *t, int n)
 {
-    VD m, s = {0}, v, xt = {0};
+    const VD zero = {0};
+    VD v;
     VI tv;
     FN(load_classes)(&tv, t, n);
-    FN(max_of)(&m, x, C, S, n);
+    FN(max_of)(m, x, C, S, n);
+    *s = *xt = zero;
     for (int64_t c = 0; c < C; c++) {
         FN(load)(&v, x + c * S, n);
         const VI at = tv == c;
-        xt = SEL(at, v, xt);
-        v -= m;
+        *xt = SEL(at, v, *xt);
+        v -= *m;
         FN(exp_le0)(&v);
-        s += v;
+        *s += v;
     }
-    VD ls = s;
-    FN(log_lanes)(&ls);
-    xt = TO_VD(TO_VF((xt - m) - ls));
-    double a[W], b[W], p[W];
-    memcpy(a, &m, sizeof a);
-    memcpy(b, &s, sizeof b);
-    memcpy(p, &xt, sizeof p);
-    for (int l = 0; l < n; l++) {
-        st[2 * l] = a[l];
-        st[2 * l + 1] = b[l];
-        lp[l] = t[l] >= 0 ? p[l] : 0.0;
+}
+
+/* For the n <= GROUP W positions at x, GROUP blocks at a time (their logs
+ * side by side, as log_forward_group's): st[2 l] = m and st[2 l + 1] = s
+ * of position l, as log_forward_group computes them, and lp[l] =
+ * log_softmax at class t[l] as it rounds it to f32, (x_t - m) - log(s) (0
+ * for t[l] < 0). */
+ATTR static inline AI void FN(stats_group)(const float *x, int64_t C, int64_t S,
+                                           const int64_t *t, double *st, double *lp, int64_t n)
+{
+    VD m[GROUP], s[GROUP], ls[GROUP], xt[GROUP];
+    const int nb = (int)((n + W - 1) / W);
+    for (int b = 0; b < nb; b++)
+        FN(stats_sums)(&m[b], &s[b], &xt[b], x + b * W, C, S, t + b * W,
+                       n - b * W < W ? (int)(n - b * W) : W);
+    for (int b = 0; b < nb; b++) {
+        ls[b] = s[b];
+        FN(log_lanes)(&ls[b]);
+    }
+    for (int b = 0; b < nb; b++) {
+        const int k = n - b * W < W ? (int)(n - b * W) : W;
+        const VD p = TO_VD(TO_VF((xt[b] - m[b]) - ls[b]));
+        double a[W], c[W], q[W];
+        memcpy(a, &m[b], sizeof a);
+        memcpy(c, &s[b], sizeof c);
+        memcpy(q, &p, sizeof q);
+        for (int l = 0; l < k; l++) {
+            const int64_t i = b * W + l;
+            st[2 * i] = a[l];
+            st[2 * i + 1] = c[l];
+            lp[i] = t[i] >= 0 ? q[l] : 0.0;
+        }
     }
 }
 
 /* log_backward_block for a g zero but at class t[l] of lane l (none for
- * t[l] < 0), g = gt[l] there, from the lanes' stats st (stats_block):
+ * t[l] < 0), g = gt[l] there, from the lanes' stats st (stats_group):
  * sum(g) = 0 + gt, f = sum(g) / s, dx = 0 - e f, and g - e f at the
  * target. */
 ATTR static inline AI void FN(pick_block)(const float *x, float *dx, int64_t C, int64_t S,
@@ -240,8 +287,13 @@ ATTR static void FN(forward_slab)(const float *x, float *y, int64_t C, int64_t S
                                   int64_t i1, bool log_, double *e)
 {
     int64_t i = i0;
-    for (; i + W <= i1; i += W) FN(forward_block)(x + i, y + i, C, S, log_, e, W);
-    if (i < i1) FN(forward_block)(x + i, y + i, C, S, log_, e, (int)(i1 - i));
+    if (log_) {
+        for (; i < i1; i += GROUP * W)
+            FN(log_forward_group)(x + i, y + i, C, S, i1 - i < GROUP * W ? i1 - i : GROUP * W);
+        return;
+    }
+    for (; i + W <= i1; i += W) FN(forward_block)(x + i, y + i, C, S, e, W);
+    if (i < i1) FN(forward_block)(x + i, y + i, C, S, e, (int)(i1 - i));
 }
 
 ATTR static void FN(backward_slab)(const float *y, const float *g, float *dx, int64_t C,
@@ -263,9 +315,9 @@ ATTR static void FN(log_backward_slab)(const float *x, const float *g, float *dx
 ATTR static void FN(stats_slab)(const float *x, int64_t C, int64_t S, int64_t i0, int64_t i1,
                                 const int64_t *t, double *st, double *lp)
 {
-    int64_t i = i0;
-    for (; i + W <= i1; i += W) FN(stats_block)(x + i, C, S, t + i, st + 2 * i, lp + i, W);
-    if (i < i1) FN(stats_block)(x + i, C, S, t + i, st + 2 * i, lp + i, (int)(i1 - i));
+    for (int64_t i = i0; i < i1; i += GROUP * W)
+        FN(stats_group)(x + i, C, S, t + i, st + 2 * i, lp + i,
+                        i1 - i < GROUP * W ? i1 - i : GROUP * W);
 }
 
 ATTR static void FN(pick_slab)(const float *x, float *dx, int64_t C, int64_t S, int64_t i0,
@@ -275,4 +327,24 @@ ATTR static void FN(pick_slab)(const float *x, float *dx, int64_t C, int64_t S, 
     for (; i + W <= i1; i += W)
         FN(pick_block)(x + i, dx + i, C, S, st + 2 * i, t + i, gt + i, W);
     if (i < i1) FN(pick_block)(x + i, dx + i, C, S, st + 2 * i, t + i, gt + i, (int)(i1 - i));
+}
+
+/* v[i] = log(v[i]) for i < n, in place (tg__log_f64_inplace). */
+ATTR static void FN(log_array)(double *v, int64_t n)
+{
+    int64_t i = 0;
+    VD x;
+    for (; i + W <= n; i += W) {
+        memcpy(&x, v + i, sizeof x);
+        FN(log_lanes)(&x);
+        memcpy(v + i, &x, sizeof x);
+    }
+    if (i < n) {   /* the tail through an array, its other lanes 1 */
+        double a[W];
+        for (int l = 0; l < W; l++) a[l] = i + l < n ? v[i + l] : 1.0;
+        memcpy(&x, a, sizeof x);
+        FN(log_lanes)(&x);
+        memcpy(a, &x, sizeof a);
+        memcpy(v + i, a, (size_t)(n - i) * sizeof *a);
+    }
 }
