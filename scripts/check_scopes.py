@@ -13,7 +13,7 @@ function releases it (or hands it out as its own result, which the scope
 captures once more), and tg_scope_end releases it a second time.
 
 How it checks, from the sources alone (src/**/*.c, comments and strings
-removed, one-parameter macros that define functions written out): every
+removed, macros that define functions written out): every
 function definition (a static one belongs to its file) and the calls in it.
 A function *captures* when it calls tg__scope_capture, or when it has no
 tg__lib_enter and passes one of its own `tg_tensor **` result parameters to
@@ -46,19 +46,45 @@ def strip(src):
 
 DEF_RE = re.compile(r"^[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\s*\(((?:[^;{}()]|\([^()]*\))*)\)\s*\{",
                     re.M)
-MACRO_RE = re.compile(r"^#\s*define\s+(\w+)\((\w+)\)((?:[^\n]*\\\n)+[^\n]*)", re.M)
+MACRO_RE = re.compile(r"^#\s*define\s+(\w+)\(([\w\s,]+)\)((?:[^\n]*\\\n)+[^\n]*)", re.M)
+
+
+def invocations(src, name):
+    """The argument lists of the lines that start with `name(`, each split
+    at its top-level commas (an invocation may span lines)."""
+    for m in re.finditer(r"^" + name + r"\(", src, re.M):
+        i, depth, args, cur = m.end(), 1, [], ""
+        while i < len(src) and depth:
+            ch = src[i]
+            depth += ch in "([{"
+            depth -= ch in ")]}"
+            if depth and ch == "," and depth == 1:
+                args.append(cur.strip())
+                cur = ""
+            elif depth:
+                cur += ch
+            i += 1
+        yield args + [cur.strip()]
 
 
 def expand(src):
-    """src with the functions its one-parameter macros define (`#define M(k)
-    int tg_##k(...) {...}`, then lines `M(eq)`) written out after it."""
+    """src with the functions its macros define (`#define M(k)
+    int tg_##k(...) {...}`, then lines `M(eq)`; several parameters alike)
+    written out after it."""
     extra = []
     for m in MACRO_RE.finditer(src):
-        name, param, body = m.group(1), m.group(2), m.group(3).replace("\\\n", "\n")
+        name, body = m.group(1), m.group(3).replace("\\\n", "\n")
+        params = [p.strip() for p in m.group(2).split(",")]
         if "{" not in body:
             continue
-        for arg in re.findall(r"^" + name + r"\((\w+)\)", src, re.M):
-            text = re.sub(r"\s*##\s*", "", re.sub(r"\b" + param + r"\b", arg, body))
+        for args in invocations(src, name):
+            if len(args) != len(params):
+                continue
+            text = body
+            for param, arg in zip(params, args):
+                text = re.sub(r"(?<!#)#\s*" + param + r"\b(?!\s*#)", '""', text)   # a string
+                text = re.sub(r"\b" + param + r"\b", arg, text)
+            text = re.sub(r"\s*##\s*", "", text)
             extra.append("\n".join(line.strip() for line in text.split("\n")))
     return src + "\n" + "\n".join(extra) + "\n"
 

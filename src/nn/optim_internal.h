@@ -181,9 +181,25 @@ void tg__rprop_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const voi
 void tg__asgd_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
                      tg__opt_state *st, int64_t n);
 
-/* L-BFGS (optim_lbfgs.c): one step of opt (kind TG__OPT_LBFGS) with the
- * closure, as tg_optimizer_step_closure; its state freed; saved under
- * prefix; checked and read from f, for a history of history_size pairs,
+/* L-BFGS's state, torch's state of the first parameter. */
+struct tg__lbfgs {
+    int64_t func_evals, n_iter;   /* torch's state['func_evals'], ['n_iter'] */
+    int64_t n;                    /* the parameters' total size */
+    double *d, *prev;             /* direction, previous gradient (from an iteration on) */
+    double t, h_diag, prev_loss;
+    int k;                        /* pairs in the history */
+    double **dirs, **stps, *ro;   /* history_size entries each, the oldest first */
+    int cap;
+};
+
+/* A state for n values and a history of cap pairs, or NULL (ENOMEM). */
+struct tg__lbfgs *tg__lbfgs_state_new(int64_t n, int cap);
+/* The parameters' total size. */
+int64_t tg__lbfgs_size(const tg_optimizer *o);
+
+/* L-BFGS (optim_lbfgs.c, optim_lbfgs_state.c): one step of opt (kind
+ * TG__OPT_LBFGS) with the closure, as tg_optimizer_step_closure; its state
+ * freed; saved under prefix; checked and read from f, for a history of history_size pairs,
  * into a new state (*out NULL when f holds none), swapped in by the
  * caller. */
 int tg__lbfgs_step(tg_optimizer *opt, tg_closure_fn closure, void *user, double *loss);
