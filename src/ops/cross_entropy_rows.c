@@ -278,6 +278,24 @@ static int ce_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *d
     return TG_OK;
 }
 
+int tg__ce_rows_finish(tg_op_ctx *ctx, tg_tensor *r, double *l, int64_t K, tg_reduction red,
+                       double total, tg_tensor *x, tg_tensor *target, tg_tensor *st,
+                       tg_tensor *weight)
+{
+    if (red != TG_REDUCTION_NONE) {
+        double sum = 0.0;   /* nll_loss's order */
+        for (int64_t k = 0; k < K; k++) sum += l[k];
+        l[0] = red == TG_REDUCTION_MEAN ? sum / total : sum;
+    }
+    tg__scatter(r, TG_F64, l);   /* rounded to x's dtype, as nll_loss's */
+    if (!ctx) return TG_OK;
+    int slot = tg__ctx_save(ctx, x);   /* the slots SAVED_X ... SAVED_WEIGHT */
+    if (slot >= 0) slot = tg__ctx_save(ctx, target);
+    if (slot >= 0) slot = tg__ctx_save(ctx, st);
+    if (slot >= 0 && weight) slot = tg__ctx_save(ctx, weight);
+    return slot < 0 ? slot : TG_OK;
+}
+
 static int ce_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
                       const void *params)
 {
@@ -301,22 +319,7 @@ static int ce_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
     ce_job j = {.f64 = f64, .x = tg_tensor_cdata(xc), .st = tg_tensor_data(st), .l = l,
                 .cls = tt.cls, .wk = tt.wk, .N = N, .C = C, .S = S};
     TG_TRY_GOTO(ce_run(&j));
-    if (!none) {
-        double sum = 0.0;   /* nll_loss's order */
-        for (int64_t k = 0; k < K; k++) sum += l[k];
-        l[0] = p->red == TG_REDUCTION_MEAN ? sum / tt.total : sum;
-    }
-    tg__scatter(r, TG_F64, l);   /* rounded to x's dtype, as nll_loss's */
-    if (ctx) {   /* the slots SAVED_X ... SAVED_WEIGHT */
-        int slot = tg__ctx_save(ctx, x);
-        if (slot >= 0) slot = tg__ctx_save(ctx, target);
-        if (slot >= 0) slot = tg__ctx_save(ctx, st);
-        if (slot >= 0 && weight) slot = tg__ctx_save(ctx, weight);
-        if (slot < 0) {
-            rc = slot;
-            goto done;
-        }
-    }
+    TG_TRY_GOTO(tg__ce_rows_finish(ctx, r, l, K, p->red, tt.total, x, target, st, weight));
     *out = r;
     r = NULL;
 done:

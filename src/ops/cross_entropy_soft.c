@@ -264,22 +264,7 @@ static int sce_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
     j.st = tg_tensor_data(st);
     j.l = l;
     TG_TRY_GOTO(sce_run(&j));
-    if (!none) {
-        double sum = 0.0;
-        for (int64_t k = 0; k < j.K; k++) sum += l[k];
-        l[0] = p->red == TG_REDUCTION_MEAN ? sum / si.total : sum;
-    }
-    tg__scatter(r, TG_F64, l);
-    if (ctx) {   /* the slots SAVED_X ... SAVED_WEIGHT */
-        int slot = tg__ctx_save(ctx, x);
-        if (slot >= 0) slot = tg__ctx_save(ctx, target);
-        if (slot >= 0) slot = tg__ctx_save(ctx, st);
-        if (slot >= 0 && weight) slot = tg__ctx_save(ctx, weight);
-        if (slot < 0) {
-            rc = slot;
-            goto done;
-        }
-    }
+    TG_TRY_GOTO(tg__ce_rows_finish(ctx, r, l, j.K, p->red, si.total, x, target, st, weight));
     *out = r;
     r = NULL;
 done:

@@ -7,6 +7,7 @@
 #define TAPEGRAD_OPS_LOSS_H
 
 #include "tapegrad/loss.h"
+#include "tapegrad/op.h"
 
 /* TG_EINVAL naming op unless red is MEAN, SUM or NONE. */
 int tg__loss_check_reduction(const char *op, tg_reduction red);
@@ -106,5 +107,14 @@ int tg__cross_entropy_soft(tg_tensor **out, tg_tensor *x, tg_tensor *target, tg_
 int tg__cross_entropy_composed(tg_tensor **out, tg_tensor *input, tg_tensor *target,
                                tg_tensor *weight, int64_t ignore_index, tg_reduction red,
                                double label_smoothing);
+
+/* The end of a one-op cross entropy's forward (cross_entropy_rows.c,
+ * cross_entropy_soft.c): the K per-row losses l summed in order (divided by
+ * total for MEAN) into l[0] unless red is NONE, written into r (rounded to
+ * its dtype); with ctx, the slots x, target, st and weight (when given)
+ * saved in that order. */
+int tg__ce_rows_finish(tg_op_ctx *ctx, tg_tensor *r, double *l, int64_t K, tg_reduction red,
+                       double total, tg_tensor *x, tg_tensor *target, tg_tensor *st,
+                       tg_tensor *weight);
 
 #endif
