@@ -26,13 +26,13 @@ enum { B = 4, IN = 5, OUT = 2, STEPS = 5 };
  * 0.1 to 1) stay within this absolute bound: the gap measured is 3e-8. */
 #define F32_BOUND 1e-6
 
-static tg_module *make_model(uint64_t seed)
+tg_module *dist_mlp(uint64_t seed, int64_t in, int64_t out)
 {
     tg_rng rng;
     tg_rng_init(&rng, seed);
     tg_module *seq = NULL, *m = NULL;
     tg_nn_sequential_new(&seq);
-    const int64_t dims[4] = {IN, 16, 16, OUT};
+    const int64_t dims[4] = {in, 16, 16, out};
     for (int i = 0; i < 3; i++) {
         tg_nn_linear_new(&m, dims[i], dims[i + 1], true, &rng);
         tg_nn_sequential_append(seq, m);
@@ -75,7 +75,7 @@ typedef struct trainer {
 static int trainer_new(trainer *t, uint64_t seed, tg_dist *d, const tg_ddp_opts *o)
 {
     memset(t, 0, sizeof *t);
-    t->m = make_model(seed);
+    t->m = dist_mlp(seed, IN, OUT);
     int rc = tg_module_parameters(t->m, &t->p, &t->n);
     tg_adam_opts a = TG_ADAM_OPTS_INIT;
     a.lr = 0.01;

@@ -20,24 +20,6 @@
 
 enum { B = 4, IN = 5, OUT = 2 };
 
-static tg_module *make_mlp(uint64_t seed)
-{
-    tg_rng rng;
-    tg_rng_init(&rng, seed);
-    tg_module *seq = NULL, *m = NULL;
-    tg_nn_sequential_new(&seq);
-    const int64_t dims[4] = {IN, 16, 16, OUT};
-    for (int i = 0; i < 3; i++) {
-        tg_nn_linear_new(&m, dims[i], dims[i + 1], true, &rng);
-        tg_nn_sequential_append(seq, m);
-        if (i < 2) {
-            tg_nn_activation_new(&m, TG_ACT_TANH, 0);
-            tg_nn_sequential_append(seq, m);
-        }
-    }
-    return seq;
-}
-
 /* Forward and backward of rows [row0, row0 + B) of step's global batch:
  * x from sines, the target a fixed function of x. */
 static int forward_backward(tg_module *m, int step, int64_t row0)
@@ -87,7 +69,7 @@ static float *grads_flat(tg_tensor *const *p, int n, int64_t *total)
  * model without a tg_ddp; NULL on failure. */
 static float *local_grads(uint64_t seed, int r, int64_t *total)
 {
-    tg_module *m = make_mlp(seed);
+    tg_module *m = dist_mlp(seed, IN, OUT);
     tg_tensor **p = NULL;
     int n = 0;
     float *g = NULL;
@@ -125,7 +107,7 @@ static float *ddp_grads(uint64_t seed, const tg_ddp_opts *o, bool skip1, int64_t
                         tg_ddp_stats *st)
 {
     const int rank = tg_dist_rank(g_dist);
-    tg_module *m = make_mlp(seed);
+    tg_module *m = dist_mlp(seed, IN, OUT);
     tg_tensor **p = NULL;
     int n = 0;
     tg_ddp *ddp = NULL;
@@ -276,14 +258,14 @@ static int train(tg_module *m, tg_dtype h)
 
 void ddp_compressed_training_stays_close_to_uncompressed(void)
 {
-    tg_module *ref = make_mlp(5);
+    tg_module *ref = dist_mlp(5, IN, OUT);
     tg_tensor **pr = NULL;
     int n = 0;
     OK(train(ref, TG_F32));
     OK(tg_module_parameters(ref, &pr, &n));
     const tg_dtype halves[2] = {TG_BF16, TG_F16};
     for (int hi = 0; hi < 2; hi++) {
-        tg_module *m = make_mlp(5);
+        tg_module *m = dist_mlp(5, IN, OUT);
         tg_tensor **p = NULL;
         OK(train(m, halves[hi]));
         OK(tg_module_parameters(m, &p, &n));

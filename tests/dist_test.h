@@ -87,4 +87,8 @@ void ddp_compress_f32_is_the_f32_mean_bit_for_bit(void);
 void ddp_compressed_training_stays_close_to_uncompressed(void);
 void ddp_compress_refuses_other_dtypes_and_f64_parameters(void);
 
+/* The MLP of the DDP tests (dist_ddp.c): Linear(in, 16), tanh,
+ * Linear(16, 16), tanh, Linear(16, out), initialised from seed. */
+tg_module *dist_mlp(uint64_t seed, int64_t in, int64_t out);
+
 #endif
