@@ -432,3 +432,90 @@ Test(optim_more, bf16_params_update_through_f32)
         tg_tensor_release(pf);
     }
 }
+
+/* opt.param_groups[g][name]: read any option by name; set checks it as the
+ * constructor does, refuses what decides the state's layout once there is
+ * state, and a changed option steps as one given to the constructor. */
+Test(optim_more, group_options_read_and_change)
+{
+    tg_tensor *p = NULL, *q = NULL;
+    const float one[3] = {1.0f, -2.0f, 0.5f};
+    cr_assert(eq(int, tg_tensor_from_data(&p, TG_F32, 1, (int64_t[]){3}, one), TG_OK));
+    cr_assert(eq(int, tg_tensor_from_data(&q, TG_F32, 1, (int64_t[]){3}, one), TG_OK));
+    tg_tensor_set_requires_grad(p, true);
+    tg_tensor_set_requires_grad(q, true);
+    tg_optimizer *o = NULL, *w = NULL;
+    tg_adam_opts ao = TG_ADAM_OPTS_INIT;
+    cr_assert(eq(int, tg_adam_new(&o, 1, &p, &ao), TG_OK));
+    const char *opt_names[6] = {"lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad"};
+    const double want[6] = {ao.lr, ao.beta1, ao.beta2, ao.eps, ao.weight_decay, 0};
+    for (int i = 0; i < 6; i++) {
+        double v = NAN;
+        cr_assert(eq(int, tg_optimizer_get_group_option(o, 0, opt_names[i], &v), TG_OK), "%s",
+                  opt_names[i]);
+        cr_assert(eq(dbl, v, want[i]), "%s", opt_names[i]);
+    }
+    REFUSED(tg_optimizer_set_group_option(o, 0, "beta2", 1.0), TG_EINVAL,
+            "beta2=1 must be in [0, 1)");
+    REFUSED(tg_optimizer_set_group_option(o, 0, "momentum", 0.9), TG_EINVAL,
+            "'momentum' is not an option of adam");
+    REFUSED(tg_optimizer_set_group_option(o, 0, "amsgrad", 0.5), TG_EINVAL,
+            "amsgrad=0.5 must be 0 or 1");
+    REFUSED(tg_optimizer_set_group_option(o, 1, "eps", 1e-3), TG_EINVAL, "group=1 must be in");
+    REFUSED(tg_optimizer_set_group_option(NULL, 0, "eps", 1e-3), TG_EINVAL, "must not be NULL");
+    REFUSED(tg_optimizer_set_group_option(o, 0, NULL, 1e-3), TG_EINVAL, "must not be NULL");
+    REFUSED(tg_optimizer_get_group_option(o, 0, "eps", NULL), TG_EINVAL, "must not be NULL");
+    REFUSED(tg_optimizer_set_group_option(o, 0, "beta1", 1.0), TG_EINVAL, "beta1=1 must be");
+    cr_assert(eq(int, tg_optimizer_set_group_option(o, 0, "amsgrad", 1), TG_OK));
+    /* weight decay, eps and beta1 changed by name step as the constructor's */
+    cr_assert(eq(int, tg_optimizer_set_group_option(o, 0, "weight_decay", 0.25), TG_OK));
+    cr_assert(eq(int, tg_optimizer_set_group_option(o, 0, "eps", 1e-3), TG_OK));
+    cr_assert(eq(int, tg_optimizer_set_group_option(o, 0, "beta1", 0.5), TG_OK));
+    ao.weight_decay = 0.25;
+    ao.eps = 1e-3;
+    ao.beta1 = 0.5;
+    ao.amsgrad = true;
+    cr_assert(eq(int, tg_adam_new(&w, 1, &q, &ao), TG_OK));
+    for (int k = 0; k < 3; k++) {
+        tg_tensor *gp = NULL, *gq = NULL;
+        const float g[3] = {0.5f - k, 0.25f * k, -1.0f};
+        cr_assert(eq(int, tg_tensor_from_data(&gp, TG_F32, 1, (int64_t[]){3}, g), TG_OK));
+        cr_assert(eq(int, tg_tensor_from_data(&gq, TG_F32, 1, (int64_t[]){3}, g), TG_OK));
+        tg_tensor_set_grad(p, gp);
+        tg_tensor_set_grad(q, gq);
+        cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
+        cr_assert(eq(int, tg_optimizer_step(w), TG_OK));
+    }
+    cr_assert(memcmp(tg_tensor_cdata(p), tg_tensor_cdata(q), 3 * sizeof(float)) == 0);
+    REFUSED(tg_optimizer_set_group_option(o, 0, "amsgrad", 0), TG_EINVAL,
+            "amsgrad of a param group whose parameters have state");
+    cr_assert(eq(int, tg_optimizer_set_group_option(o, 0, "amsgrad", 1), TG_OK));   /* as is */
+    tg_optimizer_free(o);
+    tg_optimizer_free(w);
+
+    /* Rprop's pairs by their elements' names, L-BFGS's history and line search */
+    tg_rprop_opts ro = TG_RPROP_OPTS_INIT;
+    cr_assert(eq(int, tg_rprop_new(&o, 1, &p, &ro), TG_OK));
+    double v = 0;
+    cr_assert(eq(int, tg_optimizer_get_group_option(o, 0, "step_size_max", &v), TG_OK));
+    cr_assert(eq(dbl, v, 50.0));
+    REFUSED(tg_optimizer_set_group_option(o, 0, "eta_plus", 0.9), TG_EINVAL,
+            "etas=(0.5, 0.9) must be 0 < eta_minus < 1 < eta_plus");
+    cr_assert(eq(int, tg_optimizer_set_group_option(o, 0, "eta_minus", 0.25), TG_OK));
+    cr_assert(eq(int, tg_optimizer_get_group_option(o, 0, "eta_minus", &v), TG_OK));
+    cr_assert(eq(dbl, v, 0.25));
+    REFUSED(tg_optimizer_set_group_option(o, 0, "eps", 1e-3), TG_EINVAL,
+            "'eps' is not an option of rprop");
+    tg_optimizer_free(o);
+    tg_lbfgs_opts lo = TG_LBFGS_OPTS_INIT;
+    cr_assert(eq(int, tg_lbfgs_new(&o, 1, &p, &lo), TG_OK));
+    cr_assert(eq(int, tg_optimizer_set_group_option(o, 0, "history_size", 5), TG_OK));
+    cr_assert(eq(int, tg_optimizer_set_group_option(o, 0, "line_search_fn", 1), TG_OK));
+    cr_assert(eq(int, tg_optimizer_get_group_option(o, 0, "line_search_fn", &v), TG_OK));
+    cr_assert(eq(dbl, v, 1.0));
+    REFUSED(tg_optimizer_set_group_option(o, 0, "history_size", 0), TG_EINVAL,
+            "history_size=0 must be an integer");
+    tg_optimizer_free(o);
+    tg_tensor_release(p);
+    tg_tensor_release(q);
+}

@@ -357,6 +357,23 @@ TG_API double tg_optimizer_get_group_lr(const tg_optimizer *opt, int group);
 TG_API int tg_optimizer_set_group_momentum(tg_optimizer *opt, int group, double momentum);
 TG_API double tg_optimizer_get_group_momentum(const tg_optimizer *opt, int group);
 
+/* opt.param_groups[group][name]: any option of opt's kind by its name in
+ * the options struct (torch's param_group key: "lr", "weight_decay",
+ * "eps", "momentum", "amsgrad", "history_size", ..., a pair's elements as
+ * "beta1", "beta2", "eta_minus", "eta_plus", "step_size_min",
+ * "step_size_max"; L-BFGS's strong_wolfe as torch's "line_search_fn"),
+ * flags as 0 or 1.  set checks the group's options as the constructor
+ * does (lr and the momentum as tg_optimizer_set_group_lr and
+ * tg_optimizer_set_group_momentum) and refuses a change of amsgrad,
+ * centered or history_size once a parameter of the group has state (they
+ * decide what it holds).  TG_EINVAL for NULL arguments, a group out of
+ * range, a name opt's kind does not have (naming it) or a refused value;
+ * on error nothing is changed. */
+TG_API int tg_optimizer_get_group_option(const tg_optimizer *opt, int group, const char *name,
+                                         double *value);
+TG_API int tg_optimizer_set_group_option(tg_optimizer *opt, int group, const char *name,
+                                         double value);
+
 /* One update of every parameter whose .grad is set (others are skipped),
  * with grad mode off; writes the parameters in place and bumps their
  * versions.  TG_ESHAPE when a gradient's shape differs from its parameter's

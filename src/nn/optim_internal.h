@@ -112,6 +112,26 @@ void tg__opt_set_group_momentum(tg_optimizer *opt, int g, double momentum);
 int tg__opt_check_params(const char *what, const tg_optimizer *opt, int n,
                          tg_tensor *const *params);
 
+/* A hyperparameter under torch's param_group key (optim_options.c): a
+ * double, a flag (bool) or a pair of doubles (betas, etas, step_sizes),
+ * the pair's elements named as the options' fields (beta1, beta2, ...). */
+typedef enum { TG__HP_REAL, TG__HP_FLAG, TG__HP_PAIR } tg__hp_form;
+typedef struct tg__hp_entry {
+    const char *key;          /* torch's */
+    const char *first, *second;   /* a pair's elements: the options' names */
+    unsigned kinds;           /* a bit per tg__opt_kind that has it */
+    tg__hp_form form;
+    size_t off, off2;         /* of the double or bool in tg__opt_hparams (off2: second) */
+} tg__hp_entry;
+/* Every hyperparameter but lr, and their count. */
+extern const tg__hp_entry tg__opt_hps[];
+extern const int tg__opt_n_hps;
+/* Whether kind k has e. */
+bool tg__opt_hp_of(const tg__hp_entry *e, tg__opt_kind k);
+/* The double or bool at off in h. */
+double *tg__opt_hp_real(tg__opt_hparams *h, size_t off);
+bool *tg__opt_hp_flag(tg__opt_hparams *h, size_t off);
+
 /* Whether kind k's momentum (tg_optimizer_set_group_momentum) is beta1. */
 bool tg__opt_momentum_is_beta1(tg__opt_kind k);
 

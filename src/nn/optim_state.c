@@ -49,65 +49,11 @@ static int put_copy(tg_st_file *f, const char *k, const tg_tensor *t)
     return rc;
 }
 
-/* The hyperparameters saved besides lr, under torch's param_group keys:
- * "betas", "etas" and "step_sizes" hold two f64 values per group, the
- * flags i64 0 or 1, the rest f64.  A file without one (written before they
- * were saved) leaves the optimizer's values as they are. */
-typedef enum { HP_REAL, HP_FLAG, HP_PAIR } hp_form;
-enum {   /* the kinds that have an entry */
-    K_SGD = 1, K_ADAM = 2, K_RMS = 4, K_ADAGRAD = 8, K_ADAMAX = 16, K_NADAM = 32, K_RADAM = 64,
-    K_ADADELTA = 128, K_RPROP = 256, K_LBFGS = 512, K_ASGD = 1024,
-    K_BETAS = K_ADAM | K_ADAMAX | K_NADAM | K_RADAM,
-};
-typedef struct hp_entry {
-    const char *key;
-    unsigned kinds;           /* K_* bits */
-    hp_form form;
-    size_t off, off2;         /* of the double or bool in tg__opt_hparams (off2: beta2) */
-} hp_entry;
-
-#define HP(field) offsetof(tg__opt_hparams, field)
-static const hp_entry hps[] = {
-    {"momentum", K_SGD | K_RMS, HP_REAL, HP(momentum), 0},
-    {"dampening", K_SGD, HP_REAL, HP(dampening), 0},
-    {"nesterov", K_SGD, HP_FLAG, HP(nesterov), 0},
-    {"betas", K_BETAS, HP_PAIR, HP(beta1), HP(beta2)},
-    {"alpha", K_RMS | K_ASGD, HP_REAL, HP(alpha), 0},
-    {"lambd", K_ASGD, HP_REAL, HP(lambd), 0},
-    {"t0", K_ASGD, HP_REAL, HP(t0), 0},
-    {"rho", K_ADADELTA, HP_REAL, HP(rho), 0},
-    {"etas", K_RPROP, HP_PAIR, HP(eta_minus), HP(eta_plus)},
-    {"step_sizes", K_RPROP, HP_PAIR, HP(step_size_min), HP(step_size_max)},
-    {"lr_decay", K_ADAGRAD, HP_REAL, HP(lr_decay), 0},
-    {"eps", K_BETAS | K_RMS | K_ADAGRAD | K_ADADELTA, HP_REAL, HP(eps), 0},
-    {"amsgrad", K_ADAM, HP_FLAG, HP(amsgrad), 0},
-    {"centered", K_RMS, HP_FLAG, HP(centered), 0},
-    {"initial_accumulator_value", K_ADAGRAD, HP_REAL, HP(initial_accumulator_value), 0},
-    {"momentum_decay", K_NADAM, HP_REAL, HP(momentum_decay), 0},
-    {"max_iter", K_LBFGS, HP_REAL, HP(max_iter), 0},
-    {"max_eval", K_LBFGS, HP_REAL, HP(max_eval), 0},
-    {"tolerance_grad", K_LBFGS, HP_REAL, HP(tolerance_grad), 0},
-    {"tolerance_change", K_LBFGS, HP_REAL, HP(tolerance_change), 0},
-    {"history_size", K_LBFGS, HP_REAL, HP(history_size), 0},
-    {"line_search_fn", K_LBFGS, HP_FLAG, HP(strong_wolfe), 0},   /* 1: "strong_wolfe" */
-    {"weight_decay", K_SGD | K_BETAS | K_RMS | K_ADAGRAD | K_ADADELTA | K_ASGD, HP_REAL,
-     HP(weight_decay), 0},
-    {"maximize", K_SGD | K_ADAM | K_RMS | K_ADAGRAD | K_ADAMAX | K_ADADELTA | K_RPROP | K_ASGD,
-     HP_FLAG, HP(maximize), 0},
-};
-#undef HP
-#define N_HPS (sizeof hps / sizeof *hps)
-
-static bool hp_of(const hp_entry *e, tg__opt_kind k)
-{
-    static const unsigned bit[] = {K_SGD,   K_ADAM,  K_ADAM,     K_RMS,   K_ADAGRAD, K_ADAMAX,
-                                   K_NADAM, K_RADAM, K_ADADELTA, K_RPROP, K_LBFGS,   K_ASGD};
-    _Static_assert(sizeof bit / sizeof *bit == TG__OPT_N_KINDS, "a bit per kind");
-    return (e->kinds & bit[k]) != 0;
-}
-
-static double *hp_real(tg__opt_hparams *h, size_t off) { return (double *)((char *)h + off); }
-static bool *hp_flag(tg__opt_hparams *h, size_t off) { return (bool *)((char *)h + off); }
+/* The hyperparameters saved besides lr are tg__opt_hps' (optim_options.c),
+ * under torch's param_group keys: "betas", "etas" and "step_sizes" hold
+ * two f64 values per group, the flags i64 0 or 1, the rest f64.  A file
+ * without one (written before they were saved) leaves the optimizer's
+ * values as they are. */
 
 int tg__st_put_values(tg_st_file *f, const char *k, tg_dtype dt, int g, int width,
                       const double *v)
@@ -125,15 +71,16 @@ int tg__st_put_values(tg_st_file *f, const char *k, tg_dtype dt, int g, int widt
 
 /* Each group's value of hyperparameter e (e NULL: lr; initial: the
  * initial lr) into v (2 per group for betas). */
-static void group_values(const tg_optimizer *opt, const hp_entry *e, bool initial, double *v)
+static void group_values(const tg_optimizer *opt, const tg__hp_entry *e, bool initial, double *v)
 {
     for (int g = 0; g < opt->n_groups; g++) {
         tg__opt_hparams h = opt->groups[g].h;
         if (initial) v[g] = opt->groups[g].initial_lr;
         else if (!e) v[g] = h.lr;
-        else if (e->form == HP_FLAG) v[g] = *hp_flag(&h, e->off);
-        else if (e->form == HP_REAL) v[g] = *hp_real(&h, e->off);
-        else v[2 * g] = *hp_real(&h, e->off), v[2 * g + 1] = *hp_real(&h, e->off2);
+        else if (e->form == TG__HP_FLAG) v[g] = *tg__opt_hp_flag(&h, e->off);
+        else if (e->form == TG__HP_REAL) v[g] = *tg__opt_hp_real(&h, e->off);
+        else v[2 * g] = *tg__opt_hp_real(&h, e->off), v[2 * g + 1] = *tg__opt_hp_real(&h,
+                                                                                 e->off2);
     }
 }
 
@@ -149,12 +96,13 @@ static int save_groups(const tg_optimizer *opt, tg_st_file *f, const char *prefi
     group_values(opt, NULL, false, v);
     TG_TRY(key(k, prefix, -1, "lr"));
     TG_TRY(tg__st_put_values(f, k, TG_F64, G, 1, v));
-    for (size_t e = 0; e < N_HPS; e++) {
-        if (!hp_of(&hps[e], opt->kind)) continue;
-        group_values(opt, &hps[e], false, v);
-        TG_TRY(key(k, prefix, -1, hps[e].key));
-        TG_TRY(tg__st_put_values(f, k, hps[e].form == HP_FLAG ? TG_I64 : TG_F64, G,
-                          hps[e].form == HP_PAIR ? 2 : 1, v));
+    for (int e = 0; e < tg__opt_n_hps; e++) {
+        if (!tg__opt_hp_of(&tg__opt_hps[e], opt->kind)) continue;
+        group_values(opt, &tg__opt_hps[e], false, v);
+        TG_TRY(key(k, prefix, -1, tg__opt_hps[e].key));
+        const tg__hp_entry *he = &tg__opt_hps[e];
+        TG_TRY(tg__st_put_values(f, k, he->form == TG__HP_FLAG ? TG_I64 : TG_F64, G,
+                                 he->form == TG__HP_PAIR ? 2 : 1, v));
     }
     group_values(opt, NULL, true, v);
     bool all = true;   /* a scheduler attached since the last group was added */
@@ -352,22 +300,22 @@ static int read_groups(const tg_optimizer *opt, const tg_st_file *f, const char 
         TG_TRY(check_lr(k, G, g, w[g]));
         v->h[g].lr = w[g];
     }
-    for (size_t e = 0; e < N_HPS; e++) {
-        const hp_entry *he = &hps[e];
-        if (!hp_of(he, opt->kind)) continue;
+    for (int e = 0; e < tg__opt_n_hps; e++) {
+        const tg__hp_entry *he = &tg__opt_hps[e];
+        if (!tg__opt_hp_of(he, opt->kind)) continue;
         TG_TRY(key(k, prefix, -1, he->key));
-        TG_TRY(read_values(f, k, G, he->form == HP_PAIR ? 2 : 1, w, &t));
+        TG_TRY(read_values(f, k, G, he->form == TG__HP_PAIR ? 2 : 1, w, &t));
         for (int g = 0; t && g < G; g++) {
-            if (he->form == HP_FLAG) {
+            if (he->form == TG__HP_FLAG) {
                 TG_CHECK(w[g] == 0 || w[g] == 1, TG_EINVAL,
                          "optimizer_state_load: %s=%g must be 0 or 1", at(n, sizeof n, k, G, g),
                          w[g]);
-                *hp_flag(&v->h[g], he->off) = w[g] == 1;
-            } else if (he->form == HP_REAL) {
-                *hp_real(&v->h[g], he->off) = w[g];
+                *tg__opt_hp_flag(&v->h[g], he->off) = w[g] == 1;
+            } else if (he->form == TG__HP_REAL) {
+                *tg__opt_hp_real(&v->h[g], he->off) = w[g];
             } else {
-                *hp_real(&v->h[g], he->off) = w[2 * g];
-                *hp_real(&v->h[g], he->off2) = w[2 * g + 1];
+                *tg__opt_hp_real(&v->h[g], he->off) = w[2 * g];
+                *tg__opt_hp_real(&v->h[g], he->off2) = w[2 * g + 1];
             }
         }
     }
