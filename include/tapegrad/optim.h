@@ -227,7 +227,8 @@ typedef struct tg_asgd_opts {
  * or when the step or the loss changes by less than tolerance_change.  One
  * param group (no tg_*_add_param_group).  The arithmetic is in double
  * (torch's in the parameters' dtype): f64 parameters follow torch's to
- * rounding, f32 ones to f32 rounding.  lr finite and >= 0; max_iter,
+ * rounding, f32 ones to f32 roundings, which the iterations amplify.  lr
+ * finite and >= 0; max_iter,
  * history_size >= 1, max_eval >= 0; tolerances >= 0. */
 typedef struct tg_lbfgs_opts {
     double lr;
