@@ -228,8 +228,8 @@ typedef struct tg_asgd_opts {
  * param group (no tg_*_add_param_group).  The arithmetic is in double
  * (torch's in the parameters' dtype): f64 parameters follow torch's to
  * rounding, f32 ones to f32 roundings, which the iterations amplify.  lr
- * finite and >= 0; max_iter,
- * history_size >= 1, max_eval >= 0; tolerances >= 0. */
+ * finite and >= 0; max_iter, history_size >= 1, max_eval >= 0;
+ * tolerances >= 0. */
 typedef struct tg_lbfgs_opts {
     double lr;
     int max_iter;
