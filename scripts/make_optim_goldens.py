@@ -415,10 +415,13 @@ def clip_cases():
 
 # L-BFGS on a small regression, loss = mse(tanh(X W) v, y), W (3, 4), v (4,):
 # a fixed step with a short history (pairs dropped), the strong Wolfe line
-# search, and torch's defaults (which stop on tolerance_change).
+# search (with lr 50 its zoom also moves a trial step too close to the
+# bracket's ends after its "insufficient progress"), and torch's defaults
+# (which stop on tolerance_change).
 LBFGS_CASES = {
     "lbfgs": dict(lr=1, max_iter=5, history_size=3),
     "lbfgs_wolfe": dict(lr=1, max_iter=10, history_size=4, line_search_fn="strong_wolfe"),
+    "lbfgs_wolfe_far": dict(lr=50, max_iter=10, history_size=4, line_search_fn="strong_wolfe"),
     "lbfgs_default": dict(),
 }
 

@@ -2,7 +2,8 @@
  * regression (tests/golden/optim/lbfgs*, scripts/make_optim_goldens.py):
  * the parameters, the loss each step returns and torch's func_evals and
  * n_iter after each of three steps, with a fixed step and a short history,
- * with the strong Wolfe line search, and with torch's defaults; then
+ * with the strong Wolfe line search (at lr 1 and, reaching its zoom's
+ * insufficient-progress rule, 50), and with torch's defaults; then
  * tg_optimizer_step_closure for the other optimizers, closures that fail,
  * state saved and resumed bit for bit, and the options refused. */
 #include <criterion/criterion.h>
@@ -156,8 +157,8 @@ static void check_case(const char *name, const char *dt, double tol)
  * its f32 run is left out); the evaluation and iteration counts exactly. */
 Test(optim_lbfgs, matches_pytorch)
 {
-    const char *names[3] = {"lbfgs", "lbfgs_wolfe", "lbfgs_default"};
-    for (int c = 0; c < 3; c++) {
+    const char *names[4] = {"lbfgs", "lbfgs_wolfe", "lbfgs_wolfe_far", "lbfgs_default"};
+    for (int c = 0; c < 4; c++) {
         check_case(names[c], "f64", 1e-9);
         if (c < 2) check_case(names[c], "f32", 2e-4);
     }
