@@ -18,7 +18,7 @@
 
 #include "dist_test.h"
 
-enum { B = 4, IN = 5, OUT = 2, STEPS = 5 };
+enum { B = 4, IN = DIST_IN, OUT = DIST_OUT, STEPS = 5 };
 
 /* Two ranks averaging the means of B rows each and one process taking the
  * mean of 2B rows round differently (a sum in another order, one more
@@ -44,13 +44,15 @@ tg_module *dist_mlp(uint64_t seed, int64_t in, int64_t out)
     return seq;
 }
 
-/* Rows [row0, row0 + n) of the global batch of step `step`: x, and the
- * target y = a fixed function of x. */
-static void make_batch(tg_tensor **x, tg_tensor **y, int step, int64_t row0, int64_t n)
+void dist_batch(tg_tensor **x, tg_tensor **y, int step, int64_t row0, int64_t n)
 {
     const int64_t xs[2] = {n, IN}, ys[2] = {n, OUT};
-    tg_tensor_zeros(x, TG_F32, 2, xs);
-    tg_tensor_zeros(y, TG_F32, 2, ys);
+    *x = *y = NULL;
+    if (tg_tensor_zeros(x, TG_F32, 2, xs) < 0 || tg_tensor_zeros(y, TG_F32, 2, ys) < 0) {
+        tg_tensor_release(*x);
+        *x = NULL;
+        return;
+    }
     float *px = tg_tensor_data(*x), *py = tg_tensor_data(*y);
     for (int64_t r = 0; r < n; r++) {
         double s = 0;
@@ -97,7 +99,7 @@ static void trainer_free(trainer *t)
 static int forward_backward(trainer *t, int step, int64_t row0, int64_t n)
 {
     tg_tensor *x = NULL, *y = NULL, *out = NULL, *loss = NULL;
-    make_batch(&x, &y, step, row0, n);
+    dist_batch(&x, &y, step, row0, n);
     int rc = tg_module_forward(t->m, &out, x);
     if (rc >= 0) rc = tg_mse_loss(&loss, out, y, TG_REDUCTION_MEAN);
     if (rc >= 0) rc = tg_backward(loss, NULL, NULL);

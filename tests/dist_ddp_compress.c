@@ -18,29 +18,15 @@
 
 #include "dist_test.h"
 
-enum { B = 4, IN = 5, OUT = 2 };
+enum { B = 4, IN = DIST_IN, OUT = DIST_OUT };
 
-/* Forward and backward of rows [row0, row0 + B) of step's global batch:
- * x from sines, the target a fixed function of x. */
+/* Forward and backward of rows [row0, row0 + B) of step's global batch
+ * (dist_batch). */
 static int forward_backward(tg_module *m, int step, int64_t row0)
 {
     tg_tensor *x = NULL, *y = NULL, *out = NULL, *loss = NULL;
-    int rc = tg_tensor_zeros(&x, TG_F32, 2, (int64_t[]){B, IN});
-    if (rc >= 0) rc = tg_tensor_zeros(&y, TG_F32, 2, (int64_t[]){B, OUT});
-    if (rc >= 0) {
-        float *px = tg_tensor_data(x), *py = tg_tensor_data(y);
-        for (int64_t r = 0; r < B; r++) {
-            double s = 0;
-            for (int c = 0; c < IN; c++) {
-                double v = sin(0.7 * (double)(row0 + r) + 1.3 * c + 0.37 * step);
-                px[r * IN + c] = (float)v;
-                s += v * (c + 1);
-            }
-            py[r * OUT] = (float)tanh(s / 4);
-            py[r * OUT + 1] = (float)cos(s);
-        }
-        rc = tg_module_forward(m, &out, x);
-    }
+    dist_batch(&x, &y, step, row0, B);
+    int rc = x && y ? tg_module_forward(m, &out, x) : TG_ENOMEM;
     if (rc >= 0) rc = tg_mse_loss(&loss, out, y, TG_REDUCTION_MEAN);
     if (rc >= 0) rc = tg_backward(loss, NULL, NULL);
     tg_tensor_release(loss);

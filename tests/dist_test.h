@@ -90,5 +90,10 @@ void ddp_compress_refuses_other_dtypes_and_f64_parameters(void);
 /* The MLP of the DDP tests (dist_ddp.c): Linear(in, 16), tanh,
  * Linear(16, 16), tanh, Linear(16, out), initialised from seed. */
 tg_module *dist_mlp(uint64_t seed, int64_t in, int64_t out);
+/* The DDP tests' data: rows [row0, row0 + n) of the global batch of step
+ * `step`, x (n, DIST_IN) from sines and the target y (n, DIST_OUT) a fixed
+ * function of x (new tensors, NULL when memory is short). */
+enum { DIST_IN = 5, DIST_OUT = 2 };
+void dist_batch(tg_tensor **x, tg_tensor **y, int step, int64_t row0, int64_t n);
 
 #endif
