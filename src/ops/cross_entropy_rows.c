@@ -429,18 +429,26 @@ const tg_op_schema *const tg__ce_rows_ops[] = {&ce_op};
 static_assert(sizeof tg__ce_rows_ops / sizeof tg__ce_rows_ops[0] == TG__ce_rows_N,
               "src/ops/families.h must count the ce_rows ops");
 
+bool tg__ce_rows_fit(const tg_tensor *x, const tg_tensor *classes, const tg_tensor *weight,
+                     tg_reduction red)
+{
+    if ((x->dtype != TG_F32 && x->dtype != TG_F64) || x->ndim < 2 || tg_tensor_numel(x) < 1)
+        return false;
+    if (classes) {
+        if (classes->dtype != TG_I64 || classes->ndim != x->ndim - 1) return false;
+        for (int d = 0; d < classes->ndim; d++)   /* x's shape without the class dim */
+            if (classes->shape[d] != x->shape[d == 0 ? 0 : d + 1]) return false;
+    }
+    if (weight && (weight->dtype != x->dtype || weight->ndim != 1 ||
+                   weight->shape[0] != x->shape[1] || tg_tensor_requires_grad(weight)))
+        return false;
+    return red == TG_REDUCTION_MEAN || red == TG_REDUCTION_SUM || red == TG_REDUCTION_NONE;
+}
+
 int tg__cross_entropy_rows(tg_tensor **out, tg_tensor *x, tg_tensor *target, tg_tensor *weight,
                            tg_reduction red, int64_t ignore_index)
 {
-    if (!out || !x || !target || (x->dtype != TG_F32 && x->dtype != TG_F64) || x->ndim < 2 ||
-        target->dtype != TG_I64 || target->ndim != x->ndim - 1 || tg_tensor_numel(x) < 1)
-        return TG__CE_ROWS_NOT_TAKEN;
-    for (int d = 0; d < target->ndim; d++)   /* x's shape without the class dim */
-        if (target->shape[d] != x->shape[d == 0 ? 0 : d + 1]) return TG__CE_ROWS_NOT_TAKEN;
-    if (weight && (weight->dtype != x->dtype || weight->ndim != 1 ||
-                   weight->shape[0] != x->shape[1] || tg_tensor_requires_grad(weight)))
-        return TG__CE_ROWS_NOT_TAKEN;
-    if (red != TG_REDUCTION_MEAN && red != TG_REDUCTION_SUM && red != TG_REDUCTION_NONE)
+    if (!out || !x || !target || !tg__ce_rows_fit(x, target, weight, red))
         return TG__CE_ROWS_NOT_TAKEN;
     ce_params p = {.red = red, .ignore_index = ignore_index};
     tg_tensor *in[3] = {x, target, weight};

@@ -415,27 +415,17 @@ static_assert(sizeof tg__ce_soft_ops / sizeof tg__ce_soft_ops[0] == TG__ce_soft_
 int tg__cross_entropy_soft(tg_tensor **out, tg_tensor *x, tg_tensor *target, tg_tensor *weight,
                            tg_reduction red, int64_t ignore_index, double label_smoothing)
 {
-    if (!out || !x || !target || (x->dtype != TG_F32 && x->dtype != TG_F64) || x->ndim < 2 ||
-        tg_tensor_numel(x) < 1 || !(label_smoothing >= 0.0 && label_smoothing <= 1.0))
+    if (!out || !x || !target || !(label_smoothing >= 0.0 && label_smoothing <= 1.0))
         return TG__CE_ROWS_NOT_TAKEN;
     const bool prob = tg_dtype_is_float(target->dtype);
-    if (prob) {
-        if (target->dtype != x->dtype || target->ndim != x->ndim ||
+    if (!tg__ce_rows_fit(x, prob ? NULL : target, weight, red) ||
+        (!prob && label_smoothing == 0.0))
+        return TG__CE_ROWS_NOT_TAKEN;
+    if (prob) {   /* of x's dtype and shape, a constant */
+        if (target->dtype != x->dtype || !tg_tensor_same_shape(target, x) ||
             tg_tensor_requires_grad(target))
             return TG__CE_ROWS_NOT_TAKEN;
-        for (int d = 0; d < x->ndim; d++)
-            if (target->shape[d] != x->shape[d]) return TG__CE_ROWS_NOT_TAKEN;
-    } else {
-        if (target->dtype != TG_I64 || target->ndim != x->ndim - 1 || label_smoothing == 0.0)
-            return TG__CE_ROWS_NOT_TAKEN;
-        for (int d = 0; d < target->ndim; d++)   /* x's shape without the class dim */
-            if (target->shape[d] != x->shape[d == 0 ? 0 : d + 1]) return TG__CE_ROWS_NOT_TAKEN;
     }
-    if (weight && (weight->dtype != x->dtype || weight->ndim != 1 ||
-                   weight->shape[0] != x->shape[1] || tg_tensor_requires_grad(weight)))
-        return TG__CE_ROWS_NOT_TAKEN;
-    if (red != TG_REDUCTION_MEAN && red != TG_REDUCTION_SUM && red != TG_REDUCTION_NONE)
-        return TG__CE_ROWS_NOT_TAKEN;
     sce_params p = {.red = red, .ignore_index = ignore_index, .eps = label_smoothing,
                     .prob = prob};
     tg_tensor *in[3] = {x, target, weight};

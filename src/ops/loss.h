@@ -108,6 +108,13 @@ int tg__cross_entropy_composed(tg_tensor **out, tg_tensor *input, tg_tensor *tar
                                tg_tensor *weight, int64_t ignore_index, tg_reduction red,
                                double label_smoothing);
 
+/* What both one-op cross entropies (cross_entropy_rows.c,
+ * cross_entropy_soft.c) ask of their arguments besides a probability
+ * target: x f32 or f64 of ndim >= 2 and not empty; classes (may be NULL,
+ * unchecked) i64 class indices of x's shape without dim 1; weight NULL or
+ * a (C) tensor of x's dtype not requiring grad; red MEAN, SUM or NONE. */
+bool tg__ce_rows_fit(const tg_tensor *x, const tg_tensor *classes, const tg_tensor *weight,
+                     tg_reduction red);
 /* The end of a one-op cross entropy's forward (cross_entropy_rows.c,
  * cross_entropy_soft.c): the K per-row losses l summed in order (divided by
  * total for MEAN) into l[0] unless red is NONE, written into r (rounded to
