@@ -95,12 +95,11 @@ static void trainer_free(trainer *t)
     tg_module_release(t->m);
 }
 
-/* Forward and backward of rows [row0, row0 + n) of the step's batch. */
-static int forward_backward(trainer *t, int step, int64_t row0, int64_t n)
+int dist_forward_backward(tg_module *m, int step, int64_t row0, int64_t n)
 {
     tg_tensor *x = NULL, *y = NULL, *out = NULL, *loss = NULL;
     dist_batch(&x, &y, step, row0, n);
-    int rc = tg_module_forward(t->m, &out, x);
+    int rc = x && y ? tg_module_forward(m, &out, x) : TG_ENOMEM;
     if (rc >= 0) rc = tg_mse_loss(&loss, out, y, TG_REDUCTION_MEAN);
     if (rc >= 0) rc = tg_backward(loss, NULL, NULL);
     tg_tensor_release(loss);
@@ -117,12 +116,12 @@ static int train_step(trainer *t, int step)
     int rank = tg_dist_rank(g_dist), world = tg_dist_size(g_dist);
     if (t->ddp) {
         int rc = tg_ddp_prepare(t->ddp);
-        if (rc >= 0) rc = forward_backward(t, step, (int64_t)rank * B, B);
+        if (rc >= 0) rc = dist_forward_backward(t->m, step, (int64_t)rank * B, B);
         if (rc < 0) tg_dist_abort(g_dist, rc);   /* the other rank waits in finish */
         rc = tg_ddp_finish(t->ddp);
         if (rc < 0) return rc;
     } else {
-        int rc = forward_backward(t, step, 0, (int64_t)world * B);
+        int rc = dist_forward_backward(t->m, step, 0, (int64_t)world * B);
         if (rc < 0) return rc;
     }
     return tg_optimizer_step(t->opt);
@@ -249,7 +248,7 @@ static float *reference_grads(int64_t *total)
     trainer t;
     float *ref = NULL;
     if (trainer_new(&t, 3, g_dist, NULL) < 0) return NULL;
-    if (forward_backward(&t, 0, (int64_t)tg_dist_rank(g_dist) * B, B) >= 0) {
+    if (dist_forward_backward(t.m, 0, (int64_t)tg_dist_rank(g_dist) * B, B) >= 0) {
         ref = grads_flat(&t, total);
         tg_tensor *all = NULL;
         const int64_t shape[1] = {*total};
@@ -278,7 +277,7 @@ void bucketed_overlapped_reduction_is_bit_identical_to_one_allreduce(void)
             trainer t;
             OK(trainer_new(&t, 3, g_dist, &o));
             OK(tg_ddp_prepare(t.ddp));
-            OK(forward_backward(&t, 0, (int64_t)tg_dist_rank(g_dist) * B, B));
+            OK(dist_forward_backward(t.m, 0, (int64_t)tg_dist_rank(g_dist) * B, B));
             OK(tg_ddp_finish(t.ddp));
             int64_t n = 0;
             float *got = grads_flat(&t, &n);
@@ -306,8 +305,8 @@ void backward_without_prepare_reduces_nothing(void)
     OK(trainer_new(&t, 3, g_dist, NULL));
     OK(trainer_new(&local, 3, NULL, NULL));
     const int64_t row0 = (int64_t)tg_dist_rank(g_dist) * B;
-    OK(forward_backward(&t, 0, row0, B));
-    OK(forward_backward(&local, 0, row0, B));
+    OK(dist_forward_backward(t.m, 0, row0, B));
+    OK(dist_forward_backward(local.m, 0, row0, B));
     for (int i = 0; i < t.n; i++)
         CHECK(same_bits(tg_tensor_grad(t.p[i]), tg_tensor_grad(local.p[i])), "grad %d", i);
     CHECK(tg_ddp_finish(t.ddp) == TG_EINVAL, "finish without prepare");

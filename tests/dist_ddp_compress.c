@@ -20,22 +20,6 @@
 
 enum { B = 4, IN = DIST_IN, OUT = DIST_OUT };
 
-/* Forward and backward of rows [row0, row0 + B) of step's global batch
- * (dist_batch). */
-static int forward_backward(tg_module *m, int step, int64_t row0)
-{
-    tg_tensor *x = NULL, *y = NULL, *out = NULL, *loss = NULL;
-    dist_batch(&x, &y, step, row0, B);
-    int rc = x && y ? tg_module_forward(m, &out, x) : TG_ENOMEM;
-    if (rc >= 0) rc = tg_mse_loss(&loss, out, y, TG_REDUCTION_MEAN);
-    if (rc >= 0) rc = tg_backward(loss, NULL, NULL);
-    tg_tensor_release(loss);
-    tg_tensor_release(out);
-    tg_tensor_release(x);
-    tg_tensor_release(y);
-    return rc;
-}
-
 /* The .grad of p[0..n) concatenated (f32; zeros for a NULL .grad);
  * *total: the element count.  NULL when memory is short. */
 static float *grads_flat(tg_tensor *const *p, int n, int64_t *total)
@@ -59,7 +43,7 @@ static float *local_grads(uint64_t seed, int r, int64_t *total)
     tg_tensor **p = NULL;
     int n = 0;
     float *g = NULL;
-    if (tg_module_parameters(m, &p, &n) >= 0 && forward_backward(m, 0, (int64_t)r * B) >= 0)
+    if (tg_module_parameters(m, &p, &n) >= 0 && dist_forward_backward(m, 0, (int64_t)r * B, B) >= 0)
         g = grads_flat(p, n, total);
     free(p);
     tg_module_release(m);
@@ -101,7 +85,7 @@ static float *ddp_grads(uint64_t seed, const tg_ddp_opts *o, bool skip1, int64_t
     int rc = tg_module_parameters(m, &p, &n);
     if (rc >= 0) rc = tg_ddp_new(&ddp, g_dist, n, p, o);
     if (rc >= 0) rc = tg_ddp_prepare(ddp);
-    if (rc >= 0 && !(skip1 && rank == 1)) rc = forward_backward(m, 0, (int64_t)rank * B);
+    if (rc >= 0 && !(skip1 && rank == 1)) rc = dist_forward_backward(m, 0, (int64_t)rank * B, B);
     if (rc >= 0) rc = tg_ddp_finish(ddp);
     if (rc >= 0) rc = tg_ddp_get_stats(ddp, st);
     if (rc >= 0) g = grads_flat(p, n, total);
@@ -224,7 +208,7 @@ static int train(tg_module *m, tg_dtype h)
     for (int s = 0; rc >= 0 && s < STEPS; s++) {
         tg_optimizer_zero_grad(opt);
         rc = tg_ddp_prepare(ddp);
-        if (rc >= 0) rc = forward_backward(m, s, (int64_t)tg_dist_rank(g_dist) * B);
+        if (rc >= 0) rc = dist_forward_backward(m, s, (int64_t)tg_dist_rank(g_dist) * B, B);
         if (rc < 0) tg_dist_abort(g_dist, rc);   /* the other rank waits in finish */
         rc = tg_ddp_finish(ddp);
         if (rc >= 0) rc = tg_optimizer_step(opt);

@@ -95,5 +95,7 @@ tg_module *dist_mlp(uint64_t seed, int64_t in, int64_t out);
  * function of x (new tensors, NULL when memory is short). */
 enum { DIST_IN = 5, DIST_OUT = 2 };
 void dist_batch(tg_tensor **x, tg_tensor **y, int step, int64_t row0, int64_t n);
+/* Forward and backward of m (the MSE to dist_batch's target) on those rows. */
+int dist_forward_backward(tg_module *m, int step, int64_t row0, int64_t n);
 
 #endif
