@@ -75,13 +75,26 @@ void expect_as_composition(const char *what, tg_tensor *x, tg_tensor *t, tg_tens
     th_release_all(6, (tg_tensor *[]){ya, yb, lp, ga, gb, gy});
 }
 
+void grads_to_second_order(tg_tensor *y, tg_tensor *x, tg_tensor *v, tg_tensor **g1,
+                           tg_tensor **g2)
+{
+    tg_tensor *ones = NULL, *p = NULL, *s = NULL;
+    OK(tg_tensor_full(&ones, tg_tensor_dtype(x), tg_tensor_ndim(y), tg_tensor_shape(y), 0.75));
+    tg_backward_opts o = {.create_graph = true};
+    OK(tg_grad(g1, 1, &y, &ones, 1, &x, &o));
+    OK(tg_mul(&p, *g1, v));
+    OK(tg_sum(&s, p));
+    OK(tg_grad(g2, 1, &s, NULL, 1, &x, NULL));
+    th_release_all(3, (tg_tensor *[]){ones, p, s});
+}
+
 void expect_second_derivative_as_composition(tg_tensor *x, tg_tensor *t, tg_tensor *w,
                                              tg_tensor *v)
 {
     for (int r = 0; r < 3; r++) {
         tg_tensor *g2[2] = {NULL, NULL}, *g1[2] = {NULL, NULL};
         for (int k = 0; k < 2; k++) {
-            tg_tensor *y = NULL, *lp = NULL, *ones = NULL, *p = NULL, *s = NULL;
+            tg_tensor *y = NULL, *lp = NULL;
             if (k == 0) {
                 OK(tg_cross_entropy_ex(&y, x, t, w, 2, REDS[r], 0.0));
                 cr_assert(tape_has(y, "cross_entropy"));
@@ -89,14 +102,8 @@ void expect_second_derivative_as_composition(tg_tensor *x, tg_tensor *t, tg_tens
                 OK(tg_log_softmax(&lp, x, 1));
                 OK(tg_nll_loss(&y, lp, t, w, REDS[r], 2));
             }
-            OK(tg_tensor_full(&ones, tg_tensor_dtype(x), tg_tensor_ndim(y), tg_tensor_shape(y),
-                              0.75));
-            tg_backward_opts o = {.create_graph = true};
-            OK(tg_grad(&g1[k], 1, &y, &ones, 1, &x, &o));
-            OK(tg_mul(&p, g1[k], v));
-            OK(tg_sum(&s, p));
-            OK(tg_grad(&g2[k], 1, &s, NULL, 1, &x, NULL));
-            th_release_all(5, (tg_tensor *[]){y, lp, ones, p, s});
+            grads_to_second_order(y, x, v, &g1[k], &g2[k]);
+            th_release_all(2, (tg_tensor *[]){y, lp});
         }
         th_expect_same_bits(RED_NAMES[r], x, g1[0], g1[1]);
         th_expect_same_bits(RED_NAMES[r], x, g2[0], g2[1]);

@@ -45,6 +45,10 @@ int expect_cases_as_composition(tg_dtype dt, int ndim, const int64_t *shape, uin
 int expect_shapes_as_composition(tg_dtype dt, int n, const int *ndims,
                                  const int64_t (*shapes)[4], uint64_t seed);
 
+/* Of a loss y of x: *g1 the gradient of 0.75 y (create_graph) and *g2 the
+ * gradient of sum(g1 * v), both new tensors. */
+void grads_to_second_order(tg_tensor *y, tg_tensor *x, tg_tensor *v, tg_tensor **g1,
+                           tg_tensor **g2);
 /* With ignore_index 2 and each reduction, the gradient of the one op's
  * loss (for an upstream 0.75) built with create_graph, and the gradient of
  * sum(that gradient * v), against the composition's: the same bits. */
