@@ -37,6 +37,7 @@
 #include "tapegrad/op.h"
 #include "tapegrad/amp.h"
 #include "tapegrad/ops.h"
+#include "tapegrad/linalg.h"
 #include "tapegrad/conv.h"
 #include "tapegrad/pool.h"
 #include "tapegrad/safetensors.h"

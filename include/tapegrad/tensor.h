@@ -62,6 +62,9 @@ TG_API int tg_tensor_zeros(tg_tensor **out, tg_dtype dt, int ndim, const int64_t
  * to tg_tensor_scalar, tg_tensor_fill, tg_tensor_set and tg_tensor_set_flat
  * (on error nothing is written). */
 TG_API int tg_tensor_full(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *shape, double v);
+/* torch.eye(n, m): a contiguous n x m tensor with ones on its diagonal and
+ * zeros elsewhere.  TG_EINVAL for a negative extent or NULL out. */
+TG_API int tg_tensor_eye(tg_tensor **out, tg_dtype dt, int64_t n, int64_t m);
 /* A 0-d tensor holding v. */
 TG_API int tg_tensor_scalar(tg_tensor **out, tg_dtype dt, double v);
 /* A contiguous tensor whose elements are copied from data (row-major, dtype dt). */

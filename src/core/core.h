@@ -277,6 +277,29 @@ void tg__gemm_par(tg_dtype dt, tg_bf16_kernel bf16, bool ta, bool tb, int64_t m,
  * around kernels that call tg__gemm_par or OpenBLAS in the pool's threads. */
 int tg__blas_single_begin(void);
 void tg__blas_restore(int n);
+/* ---- LAPACK (src/core/lapack.c): one matrix, f32 or f64 (dt) ----
+ * The matrices are n x n buffers, read by LAPACK column-major: a row-major
+ * A's buffer is A^T there.  Nonzero n, nrhs within int (the callers check).
+ * tg__lapack_getrf: LU with partial pivoting of the buffer a in place (of
+ * A^T for a row-major A; the same determinant), pivots into ipiv (n ints,
+ * 1-based, LAPACK's); returns 0, or i > 0 when U's i-th diagonal element is
+ * exactly zero (singular; the factorization is still complete).
+ * tg__lapack_getrs_t: solves A X = B for a row-major A factored by getrf,
+ * B column-major (n rows, nrhs columns) in b, overwritten by X.
+ * tg__lapack_potrf_lower: the Cholesky factor L (A = L L^T) of a symmetric
+ * row-major A, read from and written to a's lower triangle (the strictly
+ * upper one is left as it was); 0, or i > 0 when the leading minor of
+ * order i is not positive-definite.
+ * tg__blas_trsm_left: B = A^-1 B in place, row-major, A (n x n) triangular
+ * (upper or lower; unit: its diagonal taken as ones, not read), B (n x nrhs).
+ * tg__lapack_svd: a (destroyed) = U diag(s) VT, all column-major n x n
+ * (gesdd); TG_ENOMEM, or TG_EUNSUPPORTED when it does not converge. */
+int tg__lapack_getrf(tg_dtype dt, int n, void *a, int *ipiv);
+void tg__lapack_getrs_t(tg_dtype dt, int n, int nrhs, const void *lu, const int *ipiv, void *b);
+int tg__lapack_potrf_lower(tg_dtype dt, int n, void *a);
+void tg__blas_trsm_left(tg_dtype dt, bool upper, bool unit, int n, int nrhs, const void *a,
+                        void *b);
+int tg__lapack_svd(tg_dtype dt, int n, void *a, void *s, void *u, void *vt);
 /* ---- AMX (src/core/amx.c), for every AMX kernel ---- */
 typedef enum tg__amx_type { TG__AMX_BF16, TG__AMX_INT8 } tg__amx_type;
 /* AMX-TILE and the type's AMX extension in the CPU, the tile state enabled

@@ -175,6 +175,17 @@ int tg_tensor_full(tg_tensor **out, tg_dtype dt, int ndim, const int64_t *shape,
     return TG_OK;
 }
 
+int tg_tensor_eye(tg_tensor **out, tg_dtype dt, int64_t n, int64_t m)
+{
+    tg_tensor *t = NULL;
+    TG_CHECK(n >= 0 && m >= 0, TG_EINVAL, "tensor_eye: n=%lld and m=%lld must be >= 0",
+             (long long)n, (long long)m);
+    TG_TRY(tg__create("tensor_eye", out, dt, 2, (int64_t[]){n, m}, &t));
+    for (int64_t i = 0; i < n && i < m; i++) tg_dtype_store(dt, t->storage->data, i * m + i, 1);
+    *out = t;
+    return TG_OK;
+}
+
 int tg_tensor_scalar(tg_tensor **out, tg_dtype dt, double v)
 {
     tg_tensor *t = NULL;

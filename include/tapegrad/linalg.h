@@ -1,0 +1,81 @@
+/* tapegrad/linalg.h - torch.linalg's square-matrix functions: inverse,
+ * determinant, log-determinant, linear solves, Cholesky factor and
+ * triangular solves, with gradients of any order.
+ *
+ * Each takes a batch of matrices, the last two dims (..., n, n) of A, in f32
+ * or f64 (LAPACK's getrf / getrs / potrf and BLAS's trsm in that dtype, as
+ * PyTorch's CPU kernels), and computes every matrix of the batch on its
+ * own.  Batch dims of two operands broadcast as torch's.  A NULL out or
+ * operand, a tensor of an integer dtype ("Expected a floating point
+ * tensor"), of f16 or bf16 ("Low precision dtypes not supported"; under
+ * autocast inv, solve and cholesky take their operands in f32, as torch's
+ * CPU autocast), dtypes that differ, fewer than two dims or matrices that are
+ * not square are TG_EINVAL, TG_EDTYPE or TG_ESHAPE with a message naming
+ * the function, the operand and the rule; a singular matrix given to inv or
+ * solve, or one that is not positive-definite given to cholesky, is
+ * TG_EINVAL naming the batch element, as torch's errors.  On error *out is
+ * untouched.  Each result is a new reference that requires grad when an
+ * input does.
+ *
+ * Gradients are torch's formulas written with these functions and
+ * tg_matmul, so gradients of gradients follow:
+ *   inv:    dA = -Y^T g Y^T                        (Y = inv(A))
+ *   det:    dA = g det(A) inv(A)^T                 (nonsingular A)
+ *   slogdet: dA = g inv(A)^T
+ *   solve:  dB = solve(A^T, g),  dA = -dB X^T       (X = solve(A, B))
+ *   cholesky: dA = L^-T Phi(L^T g) L^-1, symmetrized (Murray's rule)
+ *   solve_triangular: dB = solve_triangular(A^T, g),  dA = -dB X^T kept on
+ *           A's triangle.
+ * The gradient of det at a singular matrix is the transposed adjugate (from
+ * an SVD), which torch 1.13 gives as zeros; it has no further derivatives
+ * (a create_graph backward through it is TG_EUNSUPPORTED). */
+#ifndef TAPEGRAD_LINALG_H
+#define TAPEGRAD_LINALG_H
+
+#include <stdbool.h>
+
+#include "tapegrad/export.h"
+#include "tapegrad/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* torch.linalg.inv(A): (..., n, n) -> (..., n, n), the solution of A Y = I
+ * through LU with partial pivoting. */
+TG_API int tg_linalg_inv(tg_tensor **out, tg_tensor *A);
+
+/* torch.linalg.det(A): (..., n, n) -> (...), the product of U's diagonal
+ * in order times the permutation's sign; 1 for n = 0. */
+TG_API int tg_linalg_det(tg_tensor **out, tg_tensor *A);
+
+/* torch.linalg.slogdet(A): *sign (-1, 0 or 1; not differentiable) and
+ * *logabsdet (log |det A|, -inf for a singular A), both (...).  Either
+ * out-pointer may be NULL (that result is not wanted), not both.  On error
+ * neither is written. */
+TG_API int tg_linalg_slogdet(tg_tensor **sign, tg_tensor **logabsdet, tg_tensor *A);
+
+/* torch.linalg.solve(A, B): X with A X = B.  B is a batch of vectors when
+ * it is 1-d or has A's shape without the last dim (..., n); otherwise a
+ * batch of matrices (..., n, k).  Batch dims broadcast. */
+TG_API int tg_linalg_solve(tg_tensor **out, tg_tensor *A, tg_tensor *B);
+
+/* torch.linalg.cholesky(A, upper): the lower triangular L with A = L L^T,
+ * from A's lower triangle only; upper: the upper triangular U = L^T with A =
+ * U^T U, from A's upper triangle only (the other one is not read). */
+TG_API int tg_linalg_cholesky(tg_tensor **out, tg_tensor *A, bool upper);
+
+/* torch.linalg.solve_triangular(A, B, upper, left, unitriangular): X with
+ * A X = B (left) or X A = B (!left), A (..., n, n) read on its upper or
+ * lower triangle only (unitriangular: its diagonal taken as ones and not
+ * read), B (..., n, k) with left, (..., k, n) without; B needs at least two
+ * dims.  Batch dims broadcast.  A zero on A's diagonal gives inf or NaN, as
+ * torch's. */
+TG_API int tg_linalg_solve_triangular(tg_tensor **out, tg_tensor *A, tg_tensor *B, bool upper,
+                                      bool left, bool unitriangular);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,113 @@
+/* src/core/lapack.c - the LAPACK routines of tapegrad's linear algebra
+ * (src/ops/linalg_lu.c, linalg_tri.c), from OpenBLAS (whose library carries
+ * LAPACK) or the reference LAPACK, in f32 or f64, on one matrix at a time.
+ *
+ * tapegrad's matrices are row-major, LAPACK's column-major: the buffer of a
+ * row-major n x n matrix A read column-major is A^T.  Each wrapper says
+ * which of the two it factors, so that the callers need no transposing
+ * copies: det(A^T) = det(A); A^T = P L U solves A X = B as (A^T)^T X = B
+ * (getrs with trans 'T'); the Cholesky factor U (A = U^T U) of a symmetric
+ * A's column-major buffer is, read row-major, the lower factor L = U^T.
+ * The trailing size_t arguments are the hidden lengths of Fortran's
+ * character arguments. */
+#include <cblas.h>
+
+#include "core/core.h"
+
+extern void sgetrf_(const int *m, const int *n, float *a, const int *lda, int *ipiv, int *info);
+extern void dgetrf_(const int *m, const int *n, double *a, const int *lda, int *ipiv, int *info);
+extern void sgetrs_(const char *trans, const int *n, const int *nrhs, const float *a,
+                    const int *lda, const int *ipiv, float *b, const int *ldb, int *info,
+                    size_t trans_len);
+extern void dgetrs_(const char *trans, const int *n, const int *nrhs, const double *a,
+                    const int *lda, const int *ipiv, double *b, const int *ldb, int *info,
+                    size_t trans_len);
+extern void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info,
+                    size_t uplo_len);
+extern void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info,
+                    size_t uplo_len);
+extern void sgesdd_(const char *jobz, const int *m, const int *n, float *a, const int *lda,
+                    float *s, float *u, const int *ldu, float *vt, const int *ldvt, float *work,
+                    const int *lwork, int *iwork, int *info, size_t jobz_len);
+extern void dgesdd_(const char *jobz, const int *m, const int *n, double *a, const int *lda,
+                    double *s, double *u, const int *ldu, double *vt, const int *ldvt,
+                    double *work, const int *lwork, int *iwork, int *info, size_t jobz_len);
+
+int tg__lapack_getrf(tg_dtype dt, int n, void *a, int *ipiv)
+{
+    int info = 0;
+    if (n == 0) return 0;
+    if (dt == TG_F64) dgetrf_(&n, &n, a, &n, ipiv, &info);
+    else sgetrf_(&n, &n, a, &n, ipiv, &info);
+    TG_ASSERT(info >= 0);
+    return info;
+}
+
+void tg__lapack_getrs_t(tg_dtype dt, int n, int nrhs, const void *lu, const int *ipiv, void *b)
+{
+    const char trans = 'T';
+    int info = 0;
+    if (n == 0 || nrhs == 0) return;
+    if (dt == TG_F64) dgetrs_(&trans, &n, &nrhs, lu, &n, ipiv, b, &n, &info, 1);
+    else sgetrs_(&trans, &n, &nrhs, lu, &n, ipiv, b, &n, &info, 1);
+    TG_ASSERT(info == 0);
+}
+
+int tg__lapack_potrf_lower(tg_dtype dt, int n, void *a)
+{
+    const char uplo = 'U';   /* column-major upper = row-major lower */
+    int info = 0;
+    if (n == 0) return 0;
+    if (dt == TG_F64) dpotrf_(&uplo, &n, a, &n, &info, 1);
+    else spotrf_(&uplo, &n, a, &n, &info, 1);
+    TG_ASSERT(info >= 0);
+    return info;
+}
+
+void tg__blas_trsm_left(tg_dtype dt, bool upper, bool unit, int n, int nrhs, const void *a,
+                        void *b)
+{
+    if (n == 0 || nrhs == 0) return;
+    const CBLAS_UPLO ul = upper ? CblasUpper : CblasLower;
+    const CBLAS_DIAG dg = unit ? CblasUnit : CblasNonUnit;
+    if (dt == TG_F64)
+        cblas_dtrsm(CblasRowMajor, CblasLeft, ul, CblasNoTrans, dg, n, nrhs, 1.0, a, n, b, nrhs);
+    else
+        cblas_strsm(CblasRowMajor, CblasLeft, ul, CblasNoTrans, dg, n, nrhs, 1.0f, a, n, b,
+                    nrhs);
+}
+
+int tg__lapack_svd(tg_dtype dt, int n, void *a, void *s, void *u, void *vt)
+{
+    const char jobz = 'A';
+    int info = 0, lwork = -1, *iwork = NULL;
+    void *work = NULL;
+    if (n == 0) return TG_OK;
+    const size_t es = tg_dtype_size(dt);
+    double q = 0;
+    float qf = 0;
+    if (dt == TG_F64)
+        dgesdd_(&jobz, &n, &n, a, &n, s, u, &n, vt, &n, &q, &lwork, iwork, &info, 1);
+    else
+        sgesdd_(&jobz, &n, &n, a, &n, s, u, &n, vt, &n, &qf, &lwork, iwork, &info, 1);
+    TG_ASSERT(info == 0);
+    lwork = dt == TG_F64 ? (int)q : (int)qf;
+    work = tg__malloc((size_t)lwork * es);
+    iwork = tg__malloc((size_t)8 * (size_t)n * sizeof *iwork);
+    int rc = TG_OK;
+    if (!work || !iwork) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    if (dt == TG_F64)
+        dgesdd_(&jobz, &n, &n, a, &n, s, u, &n, vt, &n, work, &lwork, iwork, &info, 1);
+    else
+        sgesdd_(&jobz, &n, &n, a, &n, s, u, &n, vt, &n, work, &lwork, iwork, &info, 1);
+    if (info != 0)
+        rc = tg__error(TG_EUNSUPPORTED, "the singular value decomposition (gesdd) did not "
+                       "converge (info=%d)", info);
+done:
+    free(work);
+    free(iwork);
+    return rc;
+}

@@ -1,0 +1,111 @@
+/* src/ops/linalg_la.c - the argument rules, batch broadcasting and buffers
+ * that the square-matrix functions share (src/ops/linalg_la.h). */
+#include <limits.h>
+#include <string.h>
+
+#include "ops/linalg_la.h"
+#include "tapegrad/ops.h"
+#include "tapegrad/registry.h"
+
+int tg__la_check(const char *fn, const char *what, const tg_tensor *A, bool square)
+{
+    TG_CHECK(A != NULL, TG_EINVAL, "%s: %s is NULL", fn, what);
+    const tg_dtype dt = A->dtype;
+    TG_CHECK(tg_dtype_is_float(dt), TG_EDTYPE,
+             "%s: Expected a floating point tensor as %s. Got %s", fn, what, tg_dtype_name(dt));
+    TG_CHECK(dt == TG_F32 || dt == TG_F64, TG_EDTYPE,
+             "%s: Low precision dtypes not supported. Got %s (%s; f32 and f64 only)", fn,
+             tg_dtype_name(dt), what);
+    TG_CHECK(A->ndim >= 2, TG_ESHAPE,
+             "%s: %s must have at least 2 dimensions (batches of matrices), got %d", fn, what,
+             A->ndim);
+    const int64_t r = A->shape[A->ndim - 2], c = A->shape[A->ndim - 1];
+    TG_CHECK(!square || r == c, TG_ESHAPE,
+             "%s: %s must be batches of square matrices, but they are %lld by %lld matrices",
+             fn, what, (long long)r, (long long)c);
+    TG_CHECK(r <= INT_MAX / 2 && c <= INT_MAX / 2 && (r == 0 || c <= INT_MAX / r), TG_EINVAL,
+             "%s: %s's matrices of %lld x %lld exceed LAPACK's int sizes", fn, what,
+             (long long)r, (long long)c);
+    return TG_OK;
+}
+
+int tg__la_same_dtype(const char *fn, const tg_tensor *A, const tg_tensor *B, bool fp32_policy)
+{
+    if (!A || !B) return TG_OK;   /* the forward names the NULL operand */
+    tg_dtype a = A->dtype, b = B->dtype, ac;
+    if (fp32_policy && tg_autocast_active(&ac)) {
+        if (a == TG_F16 || a == TG_BF16) a = TG_F32;
+        if (b == TG_F16 || b == TG_BF16) b = TG_F32;
+    }
+    TG_CHECK(a == b || !tg_dtype_is_float(a) || !tg_dtype_is_float(b), TG_EDTYPE,
+             "%s: Expected A and B to have the same dtype, but found A of type %s and B of "
+             "type %s instead", fn, tg_dtype_name(A->dtype), tg_dtype_name(B->dtype));
+    return TG_OK;
+}
+
+int tg__la_broadcast(const char *fn, int an, const int64_t *a, int bn, const int64_t *b,
+                     int *on, int64_t *out)
+{
+    const int n = an > bn ? an : bn;
+    for (int i = 0; i < n; i++) {
+        const int ia = i - (n - an), ib = i - (n - bn);
+        const int64_t ea = ia >= 0 ? a[ia] : 1, eb = ib >= 0 ? b[ib] : 1;
+        TG_CHECK(ea == eb || ea == 1 || eb == 1, TG_ESHAPE,
+                 "%s: the batch dims of A and B do not broadcast: extent %lld against %lld "
+                 "at batch dim %d", fn, (long long)ea, (long long)eb, i);
+        out[i] = ea == 1 ? eb : ea;
+    }
+    *on = n;
+    return TG_OK;
+}
+
+int64_t tg__la_count(int bn, const int64_t *bshape)
+{
+    return tg__numel(bn, bshape);
+}
+
+void *tg__la_gather(const tg_tensor *t, int bn, const int64_t *bshape, int tail, tg_dtype dt)
+{
+    int64_t shape[TG_MAX_DIMS], strides[TG_MAX_DIMS];
+    const int tb = t->ndim - tail;   /* t's batch dims */
+    for (int i = 0; i < bn; i++) {
+        const int j = i - (bn - tb);
+        shape[i] = bshape[i];
+        strides[i] = j >= 0 && t->shape[j] == bshape[i] ? t->strides[j] : 0;
+    }
+    for (int i = 0; i < tail; i++) {
+        shape[bn + i] = t->shape[tb + i];
+        strides[bn + i] = t->strides[tb + i];
+    }
+    const int64_t n = tg__numel(bn + tail, shape);
+    void *buf = tg__work_alloc((size_t)(n ? n : 1) * tg_dtype_size(dt));
+    if (!buf) return NULL;
+    tg_tensor *v = tg__tensor_view_of(t->storage, t->dtype, bn + tail, shape, strides, t->offset);
+    if (!v) {
+        tg__work_free(buf);
+        return NULL;
+    }
+    tg__gather(v, dt, buf);
+    tg_tensor_release(v);
+    return buf;
+}
+
+void tg__la_transpose(tg_dtype dt, int64_t rows, int64_t cols, const void *s, void *d)
+{
+    if (dt == TG_F64) {
+        const double *a = s;
+        double *b = d;
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < cols; j++) b[j * rows + i] = a[i * cols + j];
+    } else {
+        const float *a = s;
+        float *b = d;
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < cols; j++) b[j * rows + i] = a[i * cols + j];
+    }
+}
+
+int tg__la_mT(tg_tensor **out, tg_tensor *a)
+{
+    return tg_transpose(out, a, -2, -1);
+}

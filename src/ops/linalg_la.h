@@ -1,0 +1,48 @@
+/* src/ops/linalg_la.h - what the square-matrix functions of
+ * tapegrad/linalg.h share (src/ops/linalg_lu.c, linalg_tri.c, linalg_la.c):
+ * their argument rules, batch broadcasting, and the matrices of a batch as
+ * one contiguous buffer.  Internal to src/ops. */
+#ifndef TAPEGRAD_OPS_LINALG_LA_H
+#define TAPEGRAD_OPS_LINALG_LA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/core.h"
+
+/* A (fn's operand `what`, "A" or "B") is f32 or f64 with at least two dims;
+ * square: its last two extents are equal.  torch's messages: TG_EDTYPE for
+ * an integer dtype ("Expected a floating point tensor") or f16/bf16 ("Low
+ * precision dtypes not supported"), TG_ESHAPE for the dims.  The extents
+ * must fit LAPACK's int (TG_EINVAL). */
+int tg__la_check(const char *fn, const char *what, const tg_tensor *A, bool square);
+
+/* A and B have one float dtype, as torch's solvers ask (TG_EDTYPE naming
+ * fn): checked before dispatch, which would promote them.  fp32_policy:
+ * under autocast f16 and bf16 count as f32 (the op takes them so).  NULL or
+ * integer operands pass (the forward refuses them). */
+int tg__la_same_dtype(const char *fn, const tg_tensor *A, const tg_tensor *B, bool fp32_policy);
+
+/* The broadcast of the batch dims a[0..an) and b[0..bn) into out (*on
+ * dims), as torch's; TG_ESHAPE naming fn when two extents differ and
+ * neither is 1. */
+int tg__la_broadcast(const char *fn, int an, const int64_t *a, int bn, const int64_t *b,
+                     int *on, int64_t *out);
+
+/* t's elements as the batch bshape (bn dims) followed by t's last `tail`
+ * dims, t's own batch dims broadcast to bshape: a contiguous buffer of dt
+ * (tg__work_alloc; tg__work_free it), NULL with TG_ENOMEM. */
+void *tg__la_gather(const tg_tensor *t, int bn, const int64_t *bshape, int tail, tg_dtype dt);
+
+/* The number of matrices of the batch shape bshape (bn dims). */
+int64_t tg__la_count(int bn, const int64_t *bshape);
+
+/* d (cols x rows, row-major) = the transpose of s (rows x cols,
+ * row-major), d != s: a row-major matrix into LAPACK's column-major order
+ * and back. */
+void tg__la_transpose(tg_dtype dt, int64_t rows, int64_t cols, const void *s, void *d);
+
+/* The transposed dims -2, -1 of a (a view; differentiable). */
+int tg__la_mT(tg_tensor **out, tg_tensor *a);
+
+#endif

@@ -1,0 +1,599 @@
+/* src/ops/linalg_lu.c - the functions of tapegrad/linalg.h made from an LU
+ * factorization with partial pivoting (LAPACK's getrf): inv, det, slogdet
+ * and solve, each one op over a batch of matrices.
+ *
+ * getrf factors the buffer of a row-major A, which LAPACK reads as A^T
+ * (src/core/lapack.c): det(A^T) = det(A), and getrs with trans 'T' solves
+ * A X = B from that factor.  det is the product of U's diagonal in order
+ * times the permutation's sign (-1 per pivot row that differs from its own),
+ * as torch.linalg.det computes it from linalg_lu_factor; slogdet the sum of
+ * log |u_ii| and the product of their signs.
+ *
+ * Backward, with these functions and matmul (so gradients of gradients
+ * follow):
+ *   inv:     dA = -Y^T g Y^T, Y the saved output;
+ *   solve:   dB = solve(A^T, g), dA = -dB X^T (vectors: -dB x^T), each summed
+ *            over the batch dims its operand was broadcast along;
+ *   det:     dA = (g det) inv(A)^T; at a singular matrix (det exactly 0)
+ *            g adj(A)^T, the adjugate from the SVD A = U S V^T,
+ *            adj(A)^T = det(U) det(V) U diag(prod_{j != i} s_j) V^T, which
+ *            is not differentiable again (a create_graph backward there is
+ *            TG_EUNSUPPORTED);
+ *   slogdet: its op's output is (..., 2), sign and log |det|; dA = g_1
+ *            inv(A)^T from the second, inv unchecked so that a singular
+ *            matrix gives torch's infinities. */
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "autograd/tape.h"
+#include "ops/families.h"
+#include "ops/linalg_la.h"
+#include "tapegrad/autograd.h"
+#include "tapegrad/linalg.h"
+#include "tapegrad/ops.h"
+
+/* ---- the kernels --------------------------------------------------------- */
+
+/* " (Batch element 3):" for a batch, else "" (torch's prefix). */
+static const char *batch_note(bool batched, int64_t b, char *buf, size_t n)
+{
+    if (!batched) return "";
+    snprintf(buf, n, " (Batch element %lld):", (long long)b);
+    return buf;
+}
+
+/* The sign of the row permutation in ipiv (n pivots, 1-based). */
+static int perm_sign(int n, const int *ipiv)
+{
+    int s = 1;
+    for (int i = 0; i < n; i++)
+        if (ipiv[i] != i + 1) s = -s;
+    return s;
+}
+
+typedef struct inv_params {
+    bool unchecked;   /* a singular matrix gives getrs's inf / NaN, no error */
+} inv_params;
+
+/* A (..., n, n) solved against I, or against B (bn batch dims broadcast,
+ * nrhs columns: vectors when vec), into the contiguous X.  fn names the
+ * caller for the messages. */
+typedef struct lu_job {
+    const char *fn;
+    tg_dtype dt;
+    int n, nrhs;
+    bool check, identity;     /* identity: inv's, B = I */
+    bool batched;             /* batch dims: the messages name the element */
+    char *a, *b;              /* gathered A (count matrices), B (or NULL: I) */
+    char *x;                  /* the result, count * n * nrhs */
+    int64_t count;
+} lu_job;
+
+static int lu_solve_all(const lu_job *j)
+{
+    const size_t es = tg_dtype_size(j->dt);
+    const int n = j->n, k = j->nrhs;
+    int *ipiv = tg__malloc((size_t)n * sizeof *ipiv + 1);
+    char *w = tg__work_alloc((size_t)n * (size_t)k * es + 1);
+    int rc = TG_OK;
+    if (!ipiv || !w) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    const int saved = tg__blas_single_begin();
+    for (int64_t b = 0; b < j->count && rc == TG_OK; b++) {
+        char *lu = j->a + (size_t)b * (size_t)n * (size_t)n * es;
+        char *xb = j->x + (size_t)b * (size_t)n * (size_t)k * es;
+        const int info = tg__lapack_getrf(j->dt, n, lu, ipiv);
+        if (info > 0 && j->check) {
+            char note[48], rule[160];
+            if (j->identity)
+                snprintf(rule, sizeof rule, "The diagonal element %d is zero, the inversion "
+                         "could not be completed because the input matrix is singular.", info);
+            else
+                snprintf(rule, sizeof rule, "The solver failed because the input matrix is "
+                         "singular.");
+            rc = tg__error(TG_EINVAL, "%s:%s %s", j->fn, batch_note(j->batched, b, note,
+                                                                     sizeof note), rule);
+            break;
+        }
+        if (j->identity) {
+            memset(w, 0, (size_t)n * (size_t)k * es);
+            for (int i = 0; i < n; i++) {
+                if (j->dt == TG_F64) ((double *)(void *)w)[(size_t)i * (size_t)n + (size_t)i] = 1;
+                else ((float *)(void *)w)[(size_t)i * (size_t)n + (size_t)i] = 1;
+            }
+        } else {   /* B's matrix (n, k) into column-major order */
+            tg__la_transpose(j->dt, n, k, j->b + (size_t)b * (size_t)n * (size_t)k * es, w);
+        }
+        tg__lapack_getrs_t(j->dt, n, k, lu, ipiv, w);
+        tg__la_transpose(j->dt, k, n, w, xb);
+    }
+    tg__blas_restore(saved);
+done:
+    free(ipiv);
+    tg__work_free(w);
+    return rc;
+}
+
+/* ---- inv ----------------------------------------------------------------- */
+
+static int inv_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *in,
+                       const void *params)
+{
+    (void)n_in;
+    const inv_params *p = params;
+    tg_tensor *A = in[0];
+    TG_TRY(tg__la_check("linalg.inv", "A", A, true));
+    const int bn = A->ndim - 2;
+    lu_job j = {.fn = "linalg.inv", .dt = A->dtype, .n = (int)A->shape[bn], .batched = bn > 0,
+                .check = !(p && p->unchecked), .identity = true,
+                .count = tg__la_count(bn, A->shape)};
+    j.nrhs = j.n;
+    tg_tensor *Y = tg__tensor_uninit(A->dtype, A->ndim, A->shape);
+    j.a = Y ? tg__la_gather(A, bn, A->shape, 2, A->dtype) : NULL;
+    int rc = j.a ? TG_OK : TG_ENOMEM;
+    if (rc == TG_OK) {
+        j.x = tg_tensor_data(Y);
+        rc = lu_solve_all(&j);
+    }
+    tg__work_free(j.a);
+    if (rc == TG_OK && ctx) rc = tg_op_ctx_save_output(ctx, Y);
+    if (rc < 0) {
+        tg_tensor_release(Y);
+        return rc;
+    }
+    *out = Y;
+    return TG_OK;
+}
+
+/* dA = -Y^T g Y^T. */
+static int inv_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *y = NULL, *yt = NULL, *t = NULL, *u = NULL;
+    int rc;
+    TG_TRY_GOTO(tg__ctx_saved_output(ctx, 0, &y));
+    TG_TRY_GOTO(tg__la_mT(&yt, y));
+    TG_TRY_GOTO(tg_matmul(&t, yt, g));
+    TG_TRY_GOTO(tg_matmul(&u, t, yt));
+    TG_TRY_GOTO(tg_neg(&gi[0], u));
+done:
+    tg_tensor_release(y);
+    tg_tensor_release(yt);
+    tg_tensor_release(t);
+    tg_tensor_release(u);
+    return rc;
+}
+
+/* FP32: torch's CPU autocast lists linalg_inv with the ops that run in f32. */
+static const tg_op_schema inv_op = {
+    .name = "linalg_inv", .arity = 1, .amp = TG_AMP_FP32, .forward = inv_forward,
+    .backward = inv_backward, .double_backward = true, .vjp = "da = -y^T g y^T"};
+
+/* ---- det and slogdet ----------------------------------------------------- */
+
+/* Each matrix's det (slog: sign and log |det|, two values) into the
+ * contiguous d. */
+static int det_all(const tg_tensor *A, bool slog, void *d)
+{
+    const tg_dtype dt = A->dtype;
+    const int bn = A->ndim - 2, n = (int)A->shape[bn];
+    const int64_t count = tg__la_count(bn, A->shape);
+    const size_t es = tg_dtype_size(dt);
+    char *a = tg__la_gather(A, bn, A->shape, 2, dt);
+    int *ipiv = tg__malloc((size_t)n * sizeof *ipiv + 1);
+    if (!a || !ipiv) {
+        tg__work_free(a);
+        free(ipiv);
+        return TG_ENOMEM;
+    }
+    const int saved = tg__blas_single_begin();
+    for (int64_t b = 0; b < count; b++) {
+        char *lu = a + (size_t)b * (size_t)n * (size_t)n * es;
+        tg__lapack_getrf(dt, n, lu, ipiv);
+        const int s = perm_sign(n, ipiv);
+        if (dt == TG_F64) {
+            const double *u = (const double *)(void *)lu;
+            double *o = d;
+            if (slog) {
+                double sg = s, la = 0;
+                for (int i = 0; i < n; i++) {
+                    const double v = u[(size_t)i * (size_t)n + (size_t)i];
+                    sg *= v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0;
+                    la += log(fabs(v));
+                }
+                o[2 * b] = sg, o[2 * b + 1] = la;
+            } else {
+                double p = 1;
+                for (int i = 0; i < n; i++) p *= u[(size_t)i * (size_t)n + (size_t)i];
+                o[b] = p * s;
+            }
+        } else {
+            const float *u = (const float *)(void *)lu;
+            float *o = d;
+            if (slog) {
+                float sg = (float)s, la = 0;
+                for (int i = 0; i < n; i++) {
+                    const float v = u[(size_t)i * (size_t)n + (size_t)i];
+                    sg *= v > 0 ? 1.0f : v < 0 ? -1.0f : 0.0f;
+                    la += logf(fabsf(v));
+                }
+                o[2 * b] = sg, o[2 * b + 1] = la;
+            } else {
+                float p = 1;
+                for (int i = 0; i < n; i++) p *= u[(size_t)i * (size_t)n + (size_t)i];
+                o[b] = p * (float)s;
+            }
+        }
+    }
+    tg__blas_restore(saved);
+    tg__work_free(a);
+    free(ipiv);
+    return TG_OK;
+}
+
+static int det_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *in,
+                       const void *params)
+{
+    (void)n_in;
+    (void)params;
+    tg_tensor *A = in[0];
+    TG_TRY(tg__la_check("linalg.det", "A", A, true));
+    tg_tensor *d = tg__tensor_uninit(A->dtype, A->ndim - 2, A->shape);
+    if (!d) return TG_ENOMEM;
+    int rc = det_all(A, false, tg_tensor_data(d));
+    if (rc == TG_OK && ctx) rc = tg__ctx_save(ctx, A);
+    if (rc == TG_OK && ctx) rc = tg_op_ctx_save_output(ctx, d);
+    if (rc < 0) {
+        tg_tensor_release(d);
+        return rc;
+    }
+    *out = d;
+    return TG_OK;
+}
+
+/* v (...) as (..., 1, 1). */
+static int unsqueeze2(tg_tensor **out, tg_tensor *v)
+{
+    tg_tensor *t = NULL;
+    int rc = tg_unsqueeze(&t, v, -1);
+    if (rc >= 0) rc = tg_unsqueeze(out, t, -1);
+    tg_tensor_release(t);
+    return rc;
+}
+
+/* (w, shaped (...)) * inv(A)^T; inv unchecked when `unchecked`. */
+static int scaled_inv_t(tg_tensor *w, tg_tensor *A, bool unchecked, tg_tensor **out)
+{
+    tg_tensor *ai = NULL, *at = NULL, *w2 = NULL;
+    const inv_params p = {.unchecked = unchecked};
+    int rc;
+    TG_TRY_GOTO(tg_op_call(&inv_op, &ai, 1, &A, &p, sizeof p));
+    TG_TRY_GOTO(tg__la_mT(&at, ai));
+    TG_TRY_GOTO(unsqueeze2(&w2, w));
+    TG_TRY_GOTO(tg_mul(out, w2, at));
+done:
+    tg_tensor_release(ai);
+    tg_tensor_release(at);
+    tg_tensor_release(w2);
+    return rc;
+}
+
+/* The transposed adjugate of each matrix of A (contiguous, A's shape), from
+ * its SVD; into the new tensor *out.  Not recorded. */
+static int adjugate_t(const tg_tensor *A, tg_tensor **out)
+{
+    const tg_dtype dt = TG_F64;   /* computed in f64, rounded to A's dtype */
+    const int bn = A->ndim - 2, n = (int)A->shape[bn];
+    const int64_t count = tg__la_count(bn, A->shape);
+    const size_t nn = (size_t)n * (size_t)n;
+    double *a = tg__la_gather(A, bn, A->shape, 2, dt);
+    double *w = tg__work_alloc((4 * nn + 3 * (size_t)n + 1) * sizeof *w);
+    int *ipiv = tg__malloc((size_t)n * sizeof *ipiv + 1);
+    tg_tensor *c = tg__tensor_uninit(dt, A->ndim, A->shape);
+    int rc = a && w && ipiv && c ? TG_OK : TG_ENOMEM;
+    const int saved = tg__blas_single_begin();
+    for (int64_t b = 0; b < count && rc == TG_OK; b++) {
+        /* a's buffer is A^T column-major: A^T = U' S V'^T, so A = V' S U'^T */
+        double *s = w, *u = s + n, *vt = u + nn, *m = vt + nn, *p = m + nn;
+        rc = tg__lapack_svd(dt, n, a + (size_t)b * nn, s, u, vt);
+        if (rc < 0) break;
+        /* prod_{j != i} s_j without dividing: prefix and suffix products */
+        double acc = 1;
+        for (int i = 0; i < n; i++) p[i] = acc, acc *= s[i];
+        acc = 1;
+        for (int i = n - 1; i >= 0; i--) p[i] *= acc, acc *= s[i];
+        /* det(U') det(V') from their LU factors (each +-1) */
+        double sign = 1;
+        for (int q = 0; q < 2; q++) {
+            memcpy(m, q ? vt : u, nn * sizeof *m);
+            tg__lapack_getrf(dt, n, m, ipiv);
+            for (int i = 0; i < n; i++) sign *= m[(size_t)i * (size_t)n + (size_t)i] < 0 ? -1 : 1;
+            sign *= perm_sign(n, ipiv);
+        }
+        /* adj(A)^T = det(V') det(U') V' diag(p) U'^T: element (i, j) is
+         * sum_l V'[i][l] p_l U'[j][l], V'[i][l] = vt(l, i), U'[j][l] = u(j, l) */
+        double *cb = (double *)tg_tensor_data(c) + (size_t)b * nn;
+        for (int i = 0; i < n; i++)
+            for (int jj = 0; jj < n; jj++) {
+                double v = 0;
+                for (int l = 0; l < n; l++)
+                    v += vt[(size_t)i * (size_t)n + (size_t)l] * p[l] *
+                         u[(size_t)l * (size_t)n + (size_t)jj];
+                cb[(size_t)i * (size_t)n + (size_t)jj] = sign * v;
+            }
+    }
+    tg__blas_restore(saved);
+    tg__work_free(a);
+    tg__work_free(w);
+    free(ipiv);
+    if (rc == TG_OK && A->dtype != TG_F64) {
+        tg_tensor *r = NULL;
+        rc = tg_tensor_to_dtype(&r, c, A->dtype);
+        tg_tensor_release(c);
+        c = r;
+    }
+    if (rc < 0) {
+        tg_tensor_release(c);
+        return rc;
+    }
+    *out = c;
+    return TG_OK;
+}
+
+/* Whether one of d's values (a contiguous det) is exactly zero. */
+static bool any_zero(const tg_tensor *d)
+{
+    const int64_t n = tg_tensor_numel(d);
+    for (int64_t i = 0; i < n; i++) {
+        double v = 1;
+        if (tg_tensor_get_flat(d, i, &v) == TG_OK && v == 0) return true;
+    }
+    return false;
+}
+
+static int det_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *A, *d = NULL, *w = NULL, *c = NULL, *g2 = NULL;
+    int rc;
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &A));
+    TG_TRY_GOTO(tg__ctx_saved_output(ctx, 1, &d));
+    if (!any_zero(d)) {
+        TG_TRY_GOTO(tg_mul(&w, g, d));
+        TG_TRY_GOTO(scaled_inv_t(w, A, false, &gi[0]));
+    } else {
+        if (tg_grad_enabled()) {
+            rc = tg__error(TG_EUNSUPPORTED, "linalg.det: the gradient at a singular matrix "
+                           "(the adjugate) is not differentiable again: a create_graph "
+                           "backward through det at a matrix whose det is 0 is not supported");
+            goto done;
+        }
+        TG_TRY_GOTO(adjugate_t(A, &c));
+        TG_TRY_GOTO(unsqueeze2(&g2, g));
+        TG_TRY_GOTO(tg_mul(&gi[0], g2, c));
+    }
+done:
+    tg_tensor_release(d);
+    tg_tensor_release(w);
+    tg_tensor_release(c);
+    tg_tensor_release(g2);
+    return rc;
+}
+
+/* KEEP: torch's CPU autocast lists no det (and refuses a bf16 one). */
+static const tg_op_schema det_op = {
+    .name = "linalg_det", .arity = 1, .amp = TG_AMP_KEEP, .forward = det_forward,
+    .backward = det_backward, .double_backward = true,
+    .vjp = "da = g * y * inv(a)^T (g * adj(a)^T where y = 0)"};
+
+static int slogdet_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *in,
+                           const void *params)
+{
+    (void)n_in;
+    (void)params;
+    tg_tensor *A = in[0];
+    TG_TRY(tg__la_check("linalg.slogdet", "A", A, true));
+    int64_t shape[TG_MAX_DIMS];
+    memcpy(shape, A->shape, sizeof shape);
+    shape[A->ndim - 2] = 2;
+    tg_tensor *d = tg__tensor_uninit(A->dtype, A->ndim - 1, shape);
+    if (!d) return TG_ENOMEM;
+    int rc = det_all(A, true, tg_tensor_data(d));
+    if (rc == TG_OK && ctx) rc = tg__ctx_save(ctx, A);
+    if (rc < 0) {
+        tg_tensor_release(d);
+        return rc;
+    }
+    *out = d;
+    return TG_OK;
+}
+
+/* dA = g[..., 1] inv(A)^T (the sign has no gradient). */
+static int slogdet_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *A, *g1 = NULL, *w = NULL;
+    int rc;
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &A));
+    TG_TRY_GOTO(tg_narrow(&g1, g, -1, 1, 1));
+    TG_TRY_GOTO(tg_squeeze(&w, g1, -1));
+    TG_TRY_GOTO(scaled_inv_t(w, A, true, &gi[0]));
+done:
+    tg_tensor_release(g1);
+    tg_tensor_release(w);
+    return rc;
+}
+
+/* KEEP: torch's CPU autocast lists no slogdet (and refuses a bf16 one). */
+static const tg_op_schema slogdet_op = {
+    .name = "linalg_slogdet", .arity = 1, .amp = TG_AMP_KEEP, .forward = slogdet_forward,
+    .backward = slogdet_backward, .double_backward = true,
+    .vjp = "da = g[..., 1] * inv(a)^T (y = [sign, log|det a|])"};
+
+/* ---- solve --------------------------------------------------------------- */
+
+/* torch.linalg.solve's rule: B is a batch of vectors when it is 1-d or has
+ * A's shape without the last dim. */
+static bool solve_vec(int an, const int64_t *a, int bn, const int64_t *b)
+{
+    if (bn == 1) return true;
+    if (bn != an - 1) return false;
+    for (int i = 0; i < bn; i++)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
+static int solve_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *in,
+                         const void *params)
+{
+    (void)n_in;
+    (void)params;
+    static const char fn[] = "torch.linalg.solve";
+    tg_tensor *A = in[0], *B = in[1];
+    TG_TRY(tg__la_check(fn, "A", A, true));
+    TG_CHECK(B != NULL, TG_EINVAL, "%s: B is NULL", fn);
+    TG_CHECK(tg_dtype_is_float(B->dtype) && B->dtype == A->dtype, TG_EDTYPE,
+             "%s: Expected A and B to have the same dtype, but found A of type %s and B of "
+             "type %s instead", fn, tg_dtype_name(A->dtype), tg_dtype_name(B->dtype));
+    TG_CHECK(B->ndim >= 1, TG_ESHAPE, "%s: B must have at least 1 dimension", fn);
+    const int n = (int)A->shape[A->ndim - 1];
+    const bool vec = solve_vec(A->ndim, A->shape, B->ndim, B->shape);
+    const int tail = vec ? 1 : 2;
+    TG_CHECK(B->shape[B->ndim - tail] == n, TG_ESHAPE,
+             "%s: Incompatible shapes of A and B for the equation AX = B: A's matrices are "
+             "%lld x %lld, B's %s have %lld rows", fn, (long long)n, (long long)n,
+             vec ? "vectors" : "matrices", (long long)B->shape[B->ndim - tail]);
+    const int64_t k64 = vec ? 1 : B->shape[B->ndim - 1];
+    TG_CHECK(k64 <= INT32_MAX / (n ? n : 1), TG_EINVAL, "%s: B has too many columns (%lld)", fn,
+             (long long)k64);
+    int bn = 0;
+    int64_t bshape[TG_MAX_DIMS + 2];
+    TG_TRY(tg__la_broadcast(fn, A->ndim - 2, A->shape, B->ndim - tail, B->shape, &bn, bshape));
+    TG_CHECK(bn + tail <= TG_MAX_DIMS, TG_ESHAPE, "%s: the result would have %d dims, more "
+             "than %d", fn, bn + tail, TG_MAX_DIMS);
+    int64_t xs[TG_MAX_DIMS];
+    memcpy(xs, bshape, (size_t)bn * sizeof *xs);
+    xs[bn] = n;
+    if (!vec) xs[bn + 1] = k64;
+    lu_job j = {.fn = fn, .dt = A->dtype, .n = n, .nrhs = (int)k64, .check = true,
+                .batched = bn > 0, .count = tg__la_count(bn, bshape)};
+    tg_tensor *X = tg__tensor_uninit(A->dtype, bn + tail, xs);
+    j.a = X ? tg__la_gather(A, bn, bshape, 2, A->dtype) : NULL;
+    j.b = j.a ? tg__la_gather(B, bn, bshape, tail, A->dtype) : NULL;
+    int rc = j.b ? TG_OK : TG_ENOMEM;
+    if (rc == TG_OK) {
+        j.x = tg_tensor_data(X);
+        rc = lu_solve_all(&j);
+    }
+    tg__work_free(j.a);
+    tg__work_free(j.b);
+    if (rc == TG_OK && ctx) rc = tg__ctx_save(ctx, A);
+    if (rc >= 0 && ctx) rc = tg_op_ctx_save_output(ctx, X);
+    if (rc < 0) {
+        tg_tensor_release(X);
+        return rc;
+    }
+    *out = X;
+    return TG_OK;
+}
+
+/* dB = solve(A^T, g); dA = -dB X^T (vectors: the outer product). */
+static int solve_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *A, *x = NULL, *at = NULL, *gb = NULL, *p = NULL, *q = NULL, *r = NULL;
+    const tg_meta *ma = tg__ctx_input_meta(ctx, 0), *mb = tg__ctx_input_meta(ctx, 1);
+    const bool vec = solve_vec(ma->ndim, ma->shape, mb->ndim, mb->shape);
+    int rc;
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &A));
+    TG_TRY_GOTO(tg__ctx_saved_output(ctx, 1, &x));
+    TG_TRY_GOTO(tg__la_mT(&at, A));
+    TG_TRY_GOTO(tg_linalg_solve(&gb, at, g));
+    if (tg__ctx_needs_grad(ctx, 0)) {
+        if (vec) {
+            TG_TRY_GOTO(tg_unsqueeze(&p, gb, -1));
+            TG_TRY_GOTO(tg_unsqueeze(&q, x, -2));
+            TG_TRY_GOTO(tg_matmul(&r, p, q));
+        } else {
+            TG_TRY_GOTO(tg__la_mT(&q, x));
+            TG_TRY_GOTO(tg_matmul(&r, gb, q));
+        }
+        tg_tensor_release(p);
+        p = NULL;
+        TG_TRY_GOTO(tg_neg(&p, r));
+        TG_TRY_GOTO(tg_sum_to_shape(&gi[0], p, ma->ndim, ma->shape));
+    }
+    if (tg__ctx_needs_grad(ctx, 1)) TG_TRY_GOTO(tg_sum_to_shape(&gi[1], gb, mb->ndim, mb->shape));
+done:
+    tg_tensor_release(x);
+    tg_tensor_release(at);
+    tg_tensor_release(gb);
+    tg_tensor_release(p);
+    tg_tensor_release(q);
+    tg_tensor_release(r);
+    if (rc < 0)
+        for (int i = 0; i < 2; i++) {
+            tg_tensor_release(gi[i]);
+            gi[i] = NULL;
+        }
+    return rc;
+}
+
+/* FP32: torch's CPU autocast lists linalg_solve with the ops that run in
+ * f32. */
+static const tg_op_schema solve_op = {
+    .name = "linalg_solve", .arity = 2, .amp = TG_AMP_FP32, .forward = solve_forward,
+    .backward = solve_backward, .double_backward = true,
+    .vjp = "db = solve(a^T, g), da = -db y^T"};
+
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__linalg_lu_ops[] = {&inv_op, &det_op, &slogdet_op, &solve_op};
+static_assert(sizeof tg__linalg_lu_ops / sizeof tg__linalg_lu_ops[0] == TG__linalg_lu_N,
+              "src/ops/families.h must count the linalg_lu ops");
+
+/* ---- the public functions ------------------------------------------------ */
+
+int tg_linalg_inv(tg_tensor **out, tg_tensor *A)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "linalg.inv: out is NULL");
+    const inv_params p = {.unchecked = false};
+    return tg_op_call(&inv_op, out, 1, &A, &p, sizeof p);
+}
+
+int tg_linalg_det(tg_tensor **out, tg_tensor *A)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "linalg.det: out is NULL");
+    return tg_op_call(&det_op, out, 1, &A, NULL, 0);
+}
+
+int tg_linalg_slogdet(tg_tensor **sign, tg_tensor **logabsdet, tg_tensor *A)
+{
+    TG_CHECK(sign != NULL || logabsdet != NULL, TG_EINVAL,
+             "linalg.slogdet: sign and logabsdet are both NULL");
+    tg__lib_enter();
+    tg_tensor *d = NULL, *s = NULL, *l = NULL, *t = NULL, *u = NULL;
+    int rc = tg_op_call(&slogdet_op, &d, 1, &A, NULL, 0);
+    if (rc >= 0 && sign) {
+        rc = tg_tensor_detach(&t, d);
+        if (rc >= 0) rc = tg_narrow(&u, t, -1, 0, 1);
+        if (rc >= 0) rc = tg_squeeze(&s, u, -1);
+    }
+    tg_tensor_release(u);
+    u = NULL;
+    if (rc >= 0 && logabsdet) {
+        rc = tg_narrow(&u, d, -1, 1, 1);
+        if (rc >= 0) rc = tg_squeeze(&l, u, -1);
+    }
+    tg_tensor_release(d);
+    tg_tensor_release(t);
+    tg_tensor_release(u);
+    tg__lib_leave();
+    if (sign) return tg__scope_capture_pair(sign, s, logabsdet, l, rc);
+    return tg__scope_capture_pair(logabsdet, l, NULL, NULL, rc);
+}
+
+int tg_linalg_solve(tg_tensor **out, tg_tensor *A, tg_tensor *B)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "torch.linalg.solve: out is NULL");
+    TG_TRY(tg__la_same_dtype("torch.linalg.solve", A, B, true));
+    return tg_op_call(&solve_op, out, 2, (tg_tensor *[]){A, B}, NULL, 0);
+}
