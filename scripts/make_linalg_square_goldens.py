@@ -6,20 +6,24 @@ Run from anywhere with the system interpreter (torch 1.13):
     /usr/bin/python3 scripts/make_linalg_square_goldens.py
 
 Case "case<i>", i < the metadata "cases", with metadata case<i>.op (inv,
-det, slogdet, solve, cholesky or solve_triangular), case<i>.dtype (f32 or
-f64), case<i>.n (the number of tensor inputs) and case<i>.arg (cholesky's
-"upper" or "lower"; solve_triangular's "upper,left,unitriangular" as three
+det, slogdet, solve, cholesky, solve_triangular, eigh or eigvalsh), case<i>.dtype (f32 or
+f64), case<i>.n (the number of tensor inputs) and case<i>.arg (cholesky's,
+eigh's and eigvalsh's "upper" or "lower"; solve_triangular's "upper,left,unitriangular" as three
 0/1 digits; else ""), and tensors in that dtype: case<i>.in<k> (the
 inputs), case<i>.g (the gradient of y), case<i>.y (the result: slogdet's
-logabsdet, with its sign in case<i>.sign) and case<i>.d<k>,
-torch.autograd's gradient of sum(g * y) with respect to in<k>.
+logabsdet, with its sign in case<i>.sign; eigh's eigenvalues, with the
+squares of its eigenvectors' elements, whose sign is arbitrary, in
+case<i>.qq and their gradient in case<i>.gq) and case<i>.d<k>,
+torch.autograd's gradient of sum(g * y) (eigh: + sum(gq * qq)) with
+respect to in<k>.
 
 The matrices are well conditioned: a random matrix plus n times the
 identity (inv, det, slogdet, solve), X X^T + I (cholesky, whose other
 triangle, the upper one for upper=False, is filled with values it must not
 read), a random
 matrix whose diagonal is moved away from zero (solve_triangular, its other
-triangle random too).  Batches, broadcast batch dims, vectors for solve,
+triangle random too), a symmetric matrix (eigh; junk in the triangle it
+does not read).  Batches, broadcast batch dims, vectors for solve,
 both sides and triangles for solve_triangular, and negative determinants
 are covered.
 """
@@ -40,6 +44,7 @@ SQUARE = [(1, 1), (2, 2), (3, 3), (5, 5), (2, 4, 4), (3, 1, 3, 3)]
 SOLVE = [((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (2, 3)), ((2, 3, 3), (3,)),
          ((2, 3, 3), (3, 4)), ((3, 3), (2, 3, 1)), ((2, 1, 4, 4), (3, 4, 2))]
 CHOL = [(1, 1), (3, 3), (5, 5), (2, 4, 4)]
+EIG = [(1, 1), (2, 2), (4, 4), (3, 5, 5)]
 TRI = [((3, 3), (3, 2)), ((4, 4), (4, 4)), ((2, 3, 3), (3, 1)), ((3, 3), (2, 3, 2))]
 
 
@@ -70,6 +75,17 @@ def spd(shape, dt, upper):
     return a.to(dt)
 
 
+def symmetric(shape, dt, upper):
+    x = torch.rand(shape, dtype=torch.float64) * 2 - 1
+    a = x + x.transpose(-2, -1)
+    junk = torch.rand(shape, dtype=torch.float64) * 10 - 5   # never read
+    if upper:
+        a = torch.triu(a) + torch.tril(junk, -1)
+    else:
+        a = torch.tril(a) + torch.triu(junk, 1)
+    return a.to(dt)
+
+
 def triangular(shape, dt):
     n = shape[-1]
     a = torch.rand(shape, dtype=torch.float64) * 2 - 1
@@ -91,6 +107,11 @@ def run(op, arg, xs):
         return torch.linalg.solve(xs[0], xs[1]), None
     if op == "cholesky":
         return torch.linalg.cholesky(xs[0], upper=arg == "upper"), None
+    if op == "eigh":
+        vals, vecs = torch.linalg.eigh(xs[0], UPLO="U" if arg == "upper" else "L")
+        return vals, vecs * vecs
+    if op == "eigvalsh":
+        return torch.linalg.eigvalsh(xs[0], UPLO="U" if arg == "upper" else "L"), None
     up, left, unit = (c == "1" for c in arg)
     return torch.linalg.solve_triangular(xs[0], xs[1], upper=up, left=left,
                                          unitriangular=unit), None
@@ -107,6 +128,10 @@ def cases():
         for s in CHOL:
             for arg in ("lower", "upper"):
                 out.append(("cholesky", name, [("spd_" + arg, s)], arg))
+        for sh in EIG:
+            for arg in ("lower", "upper"):
+                out.append(("eigh", name, [("sym_" + arg, sh)], arg))
+                out.append(("eigvalsh", name, [("sym_" + arg, sh)], arg))
         for a, b in TRI:
             for arg in ("110", "010", "111", "011"):
                 out.append(("solve_triangular", name, [("tri", a), ("rand", b)], arg))
@@ -120,7 +145,9 @@ def main():
     torch.manual_seed(SEED)
     makers = {"square": square, "tri": triangular, "rand": rand,
               "spd_lower": lambda s, dt: spd(s, dt, False),
-              "spd_upper": lambda s, dt: spd(s, dt, True)}
+              "spd_upper": lambda s, dt: spd(s, dt, True),
+              "sym_lower": lambda s, dt: symmetric(s, dt, False),
+              "sym_upper": lambda s, dt: symmetric(s, dt, True)}
     tensors, meta = {}, {}
     all_cases = cases()
     for i, (op, name, ins, arg) in enumerate(all_cases):
@@ -129,7 +156,14 @@ def main():
         xr = [x.clone().requires_grad_() for x in xs]
         y, sign = run(op, arg, xr)
         g = rand(y.shape, dt)
-        ds = torch.autograd.grad(y, xr, g)
+        if op == "eigh":   # sign holds the squared eigenvectors
+            gq = rand(sign.shape, dt)
+            ds = torch.autograd.grad([y, sign], xr, [g, gq])
+            tensors["case%d.qq" % i] = sign.detach().contiguous()
+            tensors["case%d.gq" % i] = gq
+            sign = None
+        else:
+            ds = torch.autograd.grad(y, xr, g)
         p = "case%d." % i
         for k, x in enumerate(xs):
             tensors[p + "in%d" % k] = x

@@ -18,7 +18,8 @@
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
 /* Runs golden op `op` (arg as the script writes it) on in[0..n); slogdet's
- * sign into *sign. */
+ * sign into *sign, and eigh's squared eigenvectors (whose sign is
+ * arbitrary). */
 static int run_op(const char *op, const char *arg, tg_tensor **y, tg_tensor **sign,
                   tg_tensor *const *in)
 {
@@ -27,6 +28,14 @@ static int run_op(const char *op, const char *arg, tg_tensor **y, tg_tensor **si
     if (!strcmp(op, "slogdet")) return tg_linalg_slogdet(sign, y, in[0]);
     if (!strcmp(op, "solve")) return tg_linalg_solve(y, in[0], in[1]);
     if (!strcmp(op, "cholesky")) return tg_linalg_cholesky(y, in[0], !strcmp(arg, "upper"));
+    if (!strcmp(op, "eigvalsh")) return tg_linalg_eigvalsh(y, in[0], !strcmp(arg, "upper"));
+    if (!strcmp(op, "eigh")) {   /* *sign: the squared eigenvectors */
+        tg_tensor *q = NULL;
+        int rc = tg_linalg_eigh(y, &q, in[0], !strcmp(arg, "upper"));
+        if (rc >= 0) rc = tg_mul(sign, q, q);
+        tg_tensor_release(q);
+        return rc;
+    }
     cr_assert(strcmp(op, "solve_triangular") == 0, "unknown op %s", op);
     return tg_linalg_solve_triangular(y, in[0], in[1], arg[0] == '1', arg[1] == '1',
                                       arg[2] == '1');
@@ -38,9 +47,9 @@ Test(linalg_square, every_case_matches_torch)
 {
     tg_st_file *f = th_golden_load("linalg_square.safetensors");
     const int n = atoi(tg_st_meta_get(f, "cases"));
-    static const char *const ops[6] = {"inv",      "det",     "slogdet",
-                                       "solve",    "cholesky", "solve_triangular"};
-    int per_op[6] = {0}, f32 = 0;
+    static const char *const ops[8] = {"inv",      "det",      "slogdet", "solve",
+                                       "cholesky", "solve_triangular", "eigh", "eigvalsh"};
+    int per_op[8] = {0}, f32 = 0;
     for (int i = 0; i < n; i++) {
         char c[16], what[128], key[16];
         snprintf(c, sizeof c, "case%d", i);
@@ -57,22 +66,26 @@ Test(linalg_square, every_case_matches_torch)
                   tg_error_message());
         const double tol = !strcmp(dt, "f64") ? 1e-12 : 2e-5;
         th_expect_close_scaled(what, y, th_golden_get(f, c, "y"), tol);
-        if (sign) th_expect_close(what, sign, th_golden_get(f, c, "sign"), 0);
-        tg_tensor *g = (tg_tensor *)th_golden_get(f, c, "g");
-        cr_assert(eq(int, tg_grad(d, 1, &y, &g, k, in, NULL), TG_OK), "%s: %s", what,
+        const bool eigh = !strcmp(op, "eigh");
+        if (sign && !eigh) th_expect_close(what, sign, th_golden_get(f, c, "sign"), 0);
+        if (eigh) th_expect_close_scaled(what, sign, th_golden_get(f, c, "qq"), tol * 10);
+        tg_tensor *g[2] = {(tg_tensor *)th_golden_get(f, c, "g"), NULL};
+        tg_tensor *ys[2] = {y, sign};
+        if (eigh) g[1] = (tg_tensor *)th_golden_get(f, c, "gq");
+        cr_assert(eq(int, tg_grad(d, eigh ? 2 : 1, ys, g, k, in, NULL), TG_OK), "%s: %s", what,
                   tg_error_message());
         for (int j = 0; j < k; j++) {
             snprintf(key, sizeof key, "d%d", j);
             cr_assert(d[j] != NULL, "%s: input %d has no gradient", what, j);
             th_expect_close_scaled(what, d[j], th_golden_get(f, c, key), tol * 10);
         }
-        for (int o = 0; o < 6; o++) per_op[o] += !strcmp(op, ops[o]);
+        for (int o = 0; o < 8; o++) per_op[o] += !strcmp(op, ops[o]);
         f32 += !strcmp(dt, "f32");
         th_release_all(2, in);
         th_release_all(2, d);
         th_release_all(2, (tg_tensor *[]){y, sign});
     }
-    for (int o = 0; o < 6; o++) cr_assert(per_op[o] >= 8, "%d %s cases", per_op[o], ops[o]);
+    for (int o = 0; o < 8; o++) cr_assert(per_op[o] >= 8, "%d %s cases", per_op[o], ops[o]);
     cr_assert(f32 * 2 == n, "%d of %d cases f32", f32, n);
     tg_st_free(f);
 }
@@ -87,16 +100,20 @@ typedef struct call {
 } call;
 
 /* A well-conditioned or positive-definite operand from a random one:
- * inv/det/slogdet/solve see x + 3 I; cholesky sees x x^T + I (so that both
- * of x's triangles reach the result); solve_triangular's A gets 3 on its
- * diagonal. */
+ * inv/det/slogdet/solve see x + 3 I; cholesky sees x x^T + I and eigh x +
+ * x^T (so that both of x's triangles reach the result); solve_triangular's
+ * A gets 3 on its diagonal.  eigh's result is its squared eigenvectors
+ * (their sign is arbitrary), eigvalsh's the eigenvalues. */
 static int call_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     const call *c = user;
     tg_tensor *a = NULL, *e = NULL, *t = NULL, *u = NULL, *args[2] = {NULL, in[n > 1 ? 1 : 0]};
     const int64_t m = tg_tensor_dim(in[0], -1);
     int rc = tg_tensor_eye(&e, TG_F64, m, m);
-    if (rc >= 0 && !strcmp(c->op, "cholesky")) {
+    if (rc >= 0 && (!strcmp(c->op, "eigh") || !strcmp(c->op, "eigvalsh"))) {
+        rc = tg_transpose(&t, in[0], -2, -1);   /* symmetric: both triangles reach y */
+        if (rc >= 0) rc = tg_add(&a, in[0], t);
+    } else if (rc >= 0 && !strcmp(c->op, "cholesky")) {
         rc = tg_transpose(&t, in[0], -2, -1);
         if (rc >= 0) rc = tg_matmul(&u, in[0], t);
         if (rc >= 0) rc = tg_add(&a, u, e);
@@ -107,6 +124,11 @@ static int call_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     args[0] = a;
     tg_tensor *sign = NULL;
     if (rc >= 0) rc = run_op(c->op, c->arg, out, &sign, args);
+    if (rc >= 0 && !strcmp(c->op, "eigh")) {   /* the squared eigenvectors */
+        tg_tensor_release(*out);
+        *out = sign;
+        sign = NULL;
+    }
     th_release_all(5, (tg_tensor *[]){a, e, t, u, sign});
     return rc;
 }
@@ -123,6 +145,9 @@ static const call CHECKED[] = {
     {"solve", "", 2, {3, 2}, {{2, 3, 3}, {2, 3}}},
     {"cholesky", "lower", 1, {2}, {{3, 3}}},
     {"cholesky", "upper", 1, {3}, {{2, 3, 3}}},
+    {"eigh", "lower", 1, {2}, {{3, 3}}},
+    {"eigh", "upper", 1, {3}, {{2, 3, 3}}},
+    {"eigvalsh", "lower", 1, {3}, {{2, 4, 4}}},
     {"solve_triangular", "110", 2, {2, 2}, {{3, 3}, {3, 2}}},
     {"solve_triangular", "010", 2, {3, 2}, {{2, 3, 3}, {3, 2}}},
     {"solve_triangular", "111", 2, {2, 3}, {{3, 3}, {2, 3, 2}}},

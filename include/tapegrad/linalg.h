@@ -1,6 +1,7 @@
 /* tapegrad/linalg.h - torch.linalg's square-matrix functions: inverse,
- * determinant, log-determinant, linear solves, Cholesky factor and
- * triangular solves, with gradients of any order.
+ * determinant, log-determinant, linear solves, Cholesky factor,
+ * triangular solves and symmetric eigendecomposition, with gradients of any
+ * order.
  *
  * Each takes a batch of matrices, the last two dims (..., n, n) of A, in f32
  * or f64 (LAPACK's getrf / getrs / potrf and BLAS's trsm in that dtype, as
@@ -73,6 +74,21 @@ TG_API int tg_linalg_cholesky(tg_tensor **out, tg_tensor *A, bool upper);
  * torch's. */
 TG_API int tg_linalg_solve_triangular(tg_tensor **out, tg_tensor *A, tg_tensor *B, bool upper,
                                       bool left, bool unitriangular);
+
+/* torch.linalg.eigh(A, UPLO): the eigenvalues (..., n), ascending, and the
+ * eigenvectors (..., n, n), orthonormal columns, of the symmetric A read
+ * from its lower triangle (upper: the upper one), through LAPACK's syevd.
+ * Either out-pointer may be NULL (not wanted), not both; on error neither
+ * is written.  An eigenvector's sign is arbitrary (LAPACK's choice, which
+ * torch's CPU kernel shares when linked with the same LAPACK): a loss of the
+ * eigenvectors should not depend on it.  Gradient: torch's rule for a
+ * Hermitian A, infinite or NaN where two eigenvalues are equal and the loss
+ * reads the eigenvectors, as torch's.  TG_EUNSUPPORTED when syevd does not
+ * converge. */
+TG_API int tg_linalg_eigh(tg_tensor **eigenvalues, tg_tensor **eigenvectors, tg_tensor *A,
+                          bool upper);
+/* torch.linalg.eigvalsh(A, UPLO): tg_linalg_eigh's eigenvalues alone. */
+TG_API int tg_linalg_eigvalsh(tg_tensor **out, tg_tensor *A, bool upper);
 
 #ifdef __cplusplus
 }

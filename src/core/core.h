@@ -293,13 +293,18 @@ void tg__blas_restore(int n);
  * tg__blas_trsm_left: B = A^-1 B in place, row-major, A (n x n) triangular
  * (upper or lower; unit: its diagonal taken as ones, not read), B (n x nrhs).
  * tg__lapack_svd: a (destroyed) = U diag(s) VT, all column-major n x n
- * (gesdd); TG_ENOMEM, or TG_EUNSUPPORTED when it does not converge. */
+ * (gesdd); TG_ENOMEM, or TG_EUNSUPPORTED when it does not converge.
+ * tg__lapack_syevd: the eigenvalues (ascending, into w) and eigenvectors of
+ * the symmetric row-major A read from its lower (else upper) triangle; a is
+ * overwritten by the eigenvectors as its rows (column-major columns).
+ * Errors as tg__lapack_svd's. */
 int tg__lapack_getrf(tg_dtype dt, int n, void *a, int *ipiv);
 void tg__lapack_getrs_t(tg_dtype dt, int n, int nrhs, const void *lu, const int *ipiv, void *b);
 int tg__lapack_potrf_lower(tg_dtype dt, int n, void *a);
 void tg__blas_trsm_left(tg_dtype dt, bool upper, bool unit, int n, int nrhs, const void *a,
                         void *b);
 int tg__lapack_svd(tg_dtype dt, int n, void *a, void *s, void *u, void *vt);
+int tg__lapack_syevd(tg_dtype dt, int n, void *a, void *w, bool lower);
 /* ---- AMX (src/core/amx.c), for every AMX kernel ---- */
 typedef enum tg__amx_type { TG__AMX_BF16, TG__AMX_INT8 } tg__amx_type;
 /* AMX-TILE and the type's AMX extension in the CPU, the tile state enabled

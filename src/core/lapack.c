@@ -33,6 +33,13 @@ extern void dgesdd_(const char *jobz, const int *m, const int *n, double *a, con
                     double *s, double *u, const int *ldu, double *vt, const int *ldvt,
                     double *work, const int *lwork, int *iwork, int *info, size_t jobz_len);
 
+extern void ssyevd_(const char *jobz, const char *uplo, const int *n, float *a, const int *lda,
+                    float *w, float *work, const int *lwork, int *iwork, const int *liwork,
+                    int *info, size_t jobz_len, size_t uplo_len);
+extern void dsyevd_(const char *jobz, const char *uplo, const int *n, double *a, const int *lda,
+                    double *w, double *work, const int *lwork, int *iwork, const int *liwork,
+                    int *info, size_t jobz_len, size_t uplo_len);
+
 int tg__lapack_getrf(tg_dtype dt, int n, void *a, int *ipiv)
 {
     int info = 0;
@@ -107,6 +114,39 @@ int tg__lapack_svd(tg_dtype dt, int n, void *a, void *s, void *u, void *vt)
         rc = tg__error(TG_EUNSUPPORTED, "the singular value decomposition (gesdd) did not "
                        "converge (info=%d)", info);
 done:
+    free(work);
+    free(iwork);
+    return rc;
+}
+
+int tg__lapack_syevd(tg_dtype dt, int n, void *a, void *w, bool lower)
+{
+    const char jobz = 'V', uplo = lower ? 'U' : 'L';   /* row-major lower = column-major upper */
+    int info = 0, lwork = -1, liwork = -1, iq = 0;
+    if (n == 0) return TG_OK;
+    double q = 0;
+    float qf = 0;
+    if (dt == TG_F64)
+        dsyevd_(&jobz, &uplo, &n, a, &n, w, &q, &lwork, &iq, &liwork, &info, 1, 1);
+    else
+        ssyevd_(&jobz, &uplo, &n, a, &n, w, &qf, &lwork, &iq, &liwork, &info, 1, 1);
+    TG_ASSERT(info == 0);
+    lwork = dt == TG_F64 ? (int)q : (int)qf;
+    liwork = iq;
+    void *work = tg__malloc((size_t)lwork * tg_dtype_size(dt));
+    int *iwork = tg__malloc((size_t)liwork * sizeof *iwork);
+    int rc = TG_OK;
+    if (!work || !iwork) {
+        rc = TG_ENOMEM;
+    } else {
+        if (dt == TG_F64)
+            dsyevd_(&jobz, &uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, &info, 1, 1);
+        else
+            ssyevd_(&jobz, &uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, &info, 1, 1);
+        if (info != 0)
+            rc = tg__error(TG_EUNSUPPORTED, "the symmetric eigensolver (syevd) did not "
+                           "converge (info=%d)", info);
+    }
     free(work);
     free(iwork);
     return rc;

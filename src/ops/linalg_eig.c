@@ -1,0 +1,148 @@
+/* src/ops/linalg_eig.c - torch.linalg.eigh and eigvalsh: the eigenvalues
+ * (ascending) and orthonormal eigenvectors of a batch of symmetric
+ * matrices, from LAPACK's syevd (divide and conquer, as torch's CPU
+ * kernel), read from one triangle.
+ *
+ * One op gives both results packed as (..., n + 1, n): row 0 the
+ * eigenvalues L, rows 1..n the matrix Q whose columns are the eigenvectors;
+ * the public functions slice it (views, differentiable).  Backward, torch's
+ * rule for a Hermitian A (the eigenvectors' sign is arbitrary, so only a
+ * loss that does not depend on it has a gradient that means anything):
+ *   M = Q^T gQ;  M = (M - M^T) / 2;  R_ij = M_ij / (L_j - L_i) (i != j),
+ *   R_ii = gL_i;  gA = Q R Q^T
+ * written with differentiable ops (equal eigenvalues divide by zero, as
+ * torch's). */
+#include <assert.h>
+#include <string.h>
+
+#include "autograd/tape.h"
+#include "ops/families.h"
+#include "ops/linalg_la.h"
+#include "tapegrad/linalg.h"
+#include "tapegrad/ops.h"
+
+typedef struct eigh_params {
+    bool upper;   /* read A's upper triangle (torch's UPLO='U') */
+} eigh_params;
+
+static int eigh_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *in,
+                        const void *params)
+{
+    (void)n_in;
+    static const char fn[] = "linalg.eigh";
+    const eigh_params *p = params;
+    tg_tensor *A = in[0];
+    TG_TRY(tg__la_check(fn, "A", A, true));
+    const tg_dtype dt = A->dtype;
+    const int bn = A->ndim - 2, n = (int)A->shape[bn];
+    const int64_t count = tg__la_count(bn, A->shape);
+    const size_t es = tg_dtype_size(dt), nn = (size_t)n * (size_t)n;
+    int64_t shape[TG_MAX_DIMS];
+    memcpy(shape, A->shape, sizeof shape);
+    shape[bn] = n + 1;
+    tg_tensor *y = tg__tensor_uninit(dt, A->ndim, shape);
+    char *a = y ? tg__la_gather(A, bn, A->shape, 2, dt) : NULL;
+    int rc = a ? TG_OK : TG_ENOMEM;
+    const int saved = tg__blas_single_begin();
+    for (int64_t b = 0; b < count && rc == TG_OK; b++) {
+        char *m = a + (size_t)b * nn * es;
+        char *yb = (char *)tg_tensor_data(y) + (size_t)b * (nn + (size_t)n) * es;
+        rc = tg__lapack_syevd(dt, n, m, yb, !(p && p->upper));
+        if (rc < 0) break;
+        /* the eigenvectors are m's rows: Q = their transpose */
+        tg__la_transpose(dt, n, n, m, yb + (size_t)n * es);
+    }
+    tg__blas_restore(saved);
+    tg__work_free(a);
+    if (rc == TG_OK && ctx) rc = tg_op_ctx_save_output(ctx, y);
+    if (rc < 0) {
+        tg_tensor_release(y);
+        return rc;
+    }
+    *out = y;
+    return TG_OK;
+}
+
+/* Row 0 (L, squeezed to (..., n)) or rows 1.. (Q) of a packed tensor. */
+static int unpack(tg_tensor *y, bool values, tg_tensor **out)
+{
+    const int64_t n = tg_tensor_dim(y, -1);
+    if (!values) return tg_narrow(out, y, -2, 1, n);
+    tg_tensor *r = NULL;
+    int rc = tg_narrow(&r, y, -2, 0, 1);
+    if (rc >= 0) rc = tg_squeeze(out, r, -2);
+    tg_tensor_release(r);
+    return rc;
+}
+
+static int eigh_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *y = NULL, *L = NULL, *Q = NULL, *gL = NULL, *gQ = NULL, *t[12] = {NULL};
+    int rc;
+    TG_TRY_GOTO(tg__ctx_saved_output(ctx, 0, &y));
+    TG_TRY_GOTO(unpack(y, true, &L));
+    TG_TRY_GOTO(unpack(y, false, &Q));
+    TG_TRY_GOTO(unpack(g, true, &gL));
+    TG_TRY_GOTO(unpack(g, false, &gQ));
+    const int64_t n = tg_tensor_dim(Q, -1);
+    TG_TRY_GOTO(tg__la_mT(&t[0], Q));
+    TG_TRY_GOTO(tg_matmul(&t[1], t[0], gQ));                 /* M = Q^T gQ */
+    TG_TRY_GOTO(tg__la_mT(&t[2], t[1]));
+    TG_TRY_GOTO(tg_sub(&t[3], t[1], t[2]));
+    TG_TRY_GOTO(tg_mul_scalar(&t[4], t[3], 0.5));            /* (M - M^T) / 2 */
+    TG_TRY_GOTO(tg_unsqueeze(&t[5], L, -2));
+    TG_TRY_GOTO(tg_unsqueeze(&t[6], L, -1));
+    TG_TRY_GOTO(tg_sub(&t[7], t[5], t[6]));                  /* E_ij = L_j - L_i */
+    TG_TRY_GOTO(tg_tensor_eye(&t[8], tg_tensor_dtype(L), n, n));
+    TG_TRY_GOTO(tg_add(&t[9], t[7], t[8]));                  /* 1 on the diagonal */
+    TG_TRY_GOTO(tg_div(&t[10], t[4], t[9]));                 /* its diagonal is 0 */
+    TG_TRY_GOTO(tg_diag_embed(&t[11], gL, 0, -2, -1));
+    tg_tensor_release(t[2]);
+    t[2] = NULL;
+    TG_TRY_GOTO(tg_add(&t[2], t[10], t[11]));                /* R */
+    tg_tensor_release(t[3]);
+    t[3] = NULL;
+    TG_TRY_GOTO(tg_matmul(&t[3], Q, t[2]));
+    TG_TRY_GOTO(tg_matmul(&gi[0], t[3], t[0]));              /* Q R Q^T */
+done:
+    for (int i = 0; i < 12; i++) tg_tensor_release(t[i]);
+    tg_tensor_release(y);
+    tg_tensor_release(L);
+    tg_tensor_release(Q);
+    tg_tensor_release(gL);
+    tg_tensor_release(gQ);
+    return rc;
+}
+
+/* KEEP: torch's CPU autocast lists no eigh (and refuses a bf16 one). */
+static const tg_op_schema eigh_op = {
+    .name = "linalg_eigh", .arity = 1, .amp = TG_AMP_KEEP, .forward = eigh_forward,
+    .backward = eigh_backward, .double_backward = true,
+    .vjp = "da = Q (skew(Q^T gQ) / (L_j - L_i) + diag(gL)) Q^T (y = [L; Q])"};
+
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__linalg_eig_ops[] = {&eigh_op};
+static_assert(sizeof tg__linalg_eig_ops / sizeof tg__linalg_eig_ops[0] == TG__linalg_eig_N,
+              "src/ops/families.h must count the linalg_eig ops");
+
+int tg_linalg_eigh(tg_tensor **eigenvalues, tg_tensor **eigenvectors, tg_tensor *A, bool upper)
+{
+    TG_CHECK(eigenvalues != NULL || eigenvectors != NULL, TG_EINVAL,
+             "linalg.eigh: eigenvalues and eigenvectors are both NULL");
+    const eigh_params p = {.upper = upper};
+    tg__lib_enter();
+    tg_tensor *y = NULL, *L = NULL, *Q = NULL;
+    int rc = tg_op_call(&eigh_op, &y, 1, &A, &p, sizeof p);
+    if (rc >= 0 && eigenvalues) rc = unpack(y, true, &L);
+    if (rc >= 0 && eigenvectors) rc = unpack(y, false, &Q);
+    tg_tensor_release(y);
+    tg__lib_leave();
+    if (eigenvalues) return tg__scope_capture_pair(eigenvalues, L, eigenvectors, Q, rc);
+    return tg__scope_capture_pair(eigenvectors, Q, NULL, NULL, rc);
+}
+
+int tg_linalg_eigvalsh(tg_tensor **out, tg_tensor *A, bool upper)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "linalg.eigvalsh: out is NULL");
+    return tg_linalg_eigh(out, NULL, A, upper);
+}
