@@ -6,16 +6,19 @@ Run from anywhere with the system interpreter (torch 1.13):
     /usr/bin/python3 scripts/make_linalg_square_goldens.py
 
 Case "case<i>", i < the metadata "cases", with metadata case<i>.op (inv,
-det, slogdet, solve, cholesky, solve_triangular, eigh or eigvalsh), case<i>.dtype (f32 or
+det, slogdet, solve, cholesky, solve_triangular, eigh, eigvalsh, svd or
+svdvals), case<i>.dtype (f32 or
 f64), case<i>.n (the number of tensor inputs) and case<i>.arg (cholesky's,
-eigh's and eigvalsh's "upper" or "lower"; solve_triangular's "upper,left,unitriangular" as three
+eigh's and eigvalsh's "upper" or "lower"; svd's "full" or "reduced"; solve_triangular's "upper,left,unitriangular" as three
 0/1 digits; else ""), and tensors in that dtype: case<i>.in<k> (the
 inputs), case<i>.g (the gradient of y), case<i>.y (the result: slogdet's
 logabsdet, with its sign in case<i>.sign; eigh's eigenvalues, with the
 squares of its eigenvectors' elements, whose sign is arbitrary, in
-case<i>.qq and their gradient in case<i>.gq) and case<i>.d<k>,
-torch.autograd's gradient of sum(g * y) (eigh: + sum(gq * qq)) with
-respect to in<k>.
+case<i>.qq and their gradient in case<i>.gq; svd's singular values, with
+the squares of U's first k columns in case<i>.uu and of Vh's first k rows
+in case<i>.vv, their gradients case<i>.gu and case<i>.gv) and
+case<i>.d<k>, torch.autograd's gradient of sum(g * y) (eigh: + sum(gq *
+qq); svd: + sum(gu * uu) + sum(gv * vv)) with respect to in<k>.
 
 The matrices are well conditioned: a random matrix plus n times the
 identity (inv, det, slogdet, solve), X X^T + I (cholesky, whose other
@@ -45,6 +48,7 @@ SOLVE = [((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (2, 3)), ((2, 3, 3), (3,)
          ((2, 3, 3), (3, 4)), ((3, 3), (2, 3, 1)), ((2, 1, 4, 4), (3, 4, 2))]
 CHOL = [(1, 1), (3, 3), (5, 5), (2, 4, 4)]
 EIG = [(1, 1), (2, 2), (4, 4), (3, 5, 5)]
+SVD = [(3, 3), (4, 2), (2, 5), (2, 3, 4), (2, 1, 4, 3), (1, 1)]
 TRI = [((3, 3), (3, 2)), ((4, 4), (4, 4)), ((2, 3, 3), (3, 1)), ((3, 3), (2, 3, 2))]
 
 
@@ -110,6 +114,12 @@ def run(op, arg, xs):
     if op == "eigh":
         vals, vecs = torch.linalg.eigh(xs[0], UPLO="U" if arg == "upper" else "L")
         return vals, vecs * vecs
+    if op == "svd":
+        u, sv, vh = torch.linalg.svd(xs[0], full_matrices=arg == "full")
+        k = sv.shape[-1]
+        return sv, (u[..., :, :k] ** 2, vh[..., :k, :] ** 2)
+    if op == "svdvals":
+        return torch.linalg.svdvals(xs[0]), None
     if op == "eigvalsh":
         return torch.linalg.eigvalsh(xs[0], UPLO="U" if arg == "upper" else "L"), None
     up, left, unit = (c == "1" for c in arg)
@@ -132,6 +142,10 @@ def cases():
             for arg in ("lower", "upper"):
                 out.append(("eigh", name, [("sym_" + arg, sh)], arg))
                 out.append(("eigvalsh", name, [("sym_" + arg, sh)], arg))
+        for sh in SVD:
+            for arg in ("reduced", "full"):
+                out.append(("svd", name, [("rand", sh)], arg))
+            out.append(("svdvals", name, [("rand", sh)], ""))
         for a, b in TRI:
             for arg in ("110", "010", "111", "011"):
                 out.append(("solve_triangular", name, [("tri", a), ("rand", b)], arg))
@@ -156,7 +170,15 @@ def main():
         xr = [x.clone().requires_grad_() for x in xs]
         y, sign = run(op, arg, xr)
         g = rand(y.shape, dt)
-        if op == "eigh":   # sign holds the squared eigenvectors
+        if op == "svd":   # sign holds the squared singular vectors
+            gu, gv = rand(sign[0].shape, dt), rand(sign[1].shape, dt)
+            ds = torch.autograd.grad([y, sign[0], sign[1]], xr, [g, gu, gv])
+            p = "case%d." % i
+            tensors[p + "uu"] = sign[0].detach().contiguous()
+            tensors[p + "vv"] = sign[1].detach().contiguous()
+            tensors[p + "gu"], tensors[p + "gv"] = gu, gv
+            sign = None
+        elif op == "eigh":   # sign holds the squared eigenvectors
             gq = rand(sign.shape, dt)
             ds = torch.autograd.grad([y, sign], xr, [g, gq])
             tensors["case%d.qq" % i] = sign.detach().contiguous()

@@ -21,8 +21,27 @@
  * sign into *sign, and eigh's squared eigenvectors (whose sign is
  * arbitrary). */
 static int run_op(const char *op, const char *arg, tg_tensor **y, tg_tensor **sign,
+                  tg_tensor *const *in);
+
+/* svd's S into *y and the squares of U's first k columns and Vh's first k
+ * rows (a sign-free loss) into sq[0], sq[1]. */
+static int run_svd(bool full, tg_tensor *a, tg_tensor **y, tg_tensor **sq)
+{
+    tg_tensor *u = NULL, *vh = NULL, *uk = NULL, *vk = NULL;
+    int rc = tg_linalg_svd(&u, y, &vh, a, full);
+    const int64_t k = rc >= 0 ? tg_tensor_dim(*y, -1) : 0;
+    if (rc >= 0) rc = tg_narrow(&uk, u, -1, 0, k);
+    if (rc >= 0) rc = tg_narrow(&vk, vh, -2, 0, k);
+    if (rc >= 0) rc = tg_mul(&sq[0], uk, uk);
+    if (rc >= 0) rc = tg_mul(&sq[1], vk, vk);
+    th_release_all(4, (tg_tensor *[]){u, vh, uk, vk});
+    return rc;
+}
+
+static int run_op(const char *op, const char *arg, tg_tensor **y, tg_tensor **sign,
                   tg_tensor *const *in)
 {
+    if (!strcmp(op, "svdvals")) return tg_linalg_svdvals(y, in[0]);
     if (!strcmp(op, "inv")) return tg_linalg_inv(y, in[0]);
     if (!strcmp(op, "det")) return tg_linalg_det(y, in[0]);
     if (!strcmp(op, "slogdet")) return tg_linalg_slogdet(sign, y, in[0]);
@@ -41,15 +60,36 @@ static int run_op(const char *op, const char *arg, tg_tensor **y, tg_tensor **si
                                       arg[2] == '1');
 }
 
+/* Golden case c of svd: S, the squares of U's and Vh's first k columns and
+ * rows, and the gradient of a loss of the three. */
+static void check_svd_case(const tg_st_file *f, const char *c, const char *what, double tol,
+                           bool full, tg_tensor *a)
+{
+    tg_tensor *sq[2] = {NULL, NULL}, *y = NULL, *d = NULL;
+    cr_assert(eq(int, run_svd(full, a, &y, sq), TG_OK), "%s: %s", what, tg_error_message());
+    th_expect_close_scaled(what, y, th_golden_get(f, c, "y"), tol);
+    th_expect_close_scaled(what, sq[0], th_golden_get(f, c, "uu"), tol * 10);
+    th_expect_close_scaled(what, sq[1], th_golden_get(f, c, "vv"), tol * 10);
+    tg_tensor *g[3] = {(tg_tensor *)th_golden_get(f, c, "g"),
+                       (tg_tensor *)th_golden_get(f, c, "gu"),
+                       (tg_tensor *)th_golden_get(f, c, "gv")};
+    tg_tensor *ys[3] = {y, sq[0], sq[1]};
+    cr_assert(eq(int, tg_grad(&d, 3, ys, g, 1, &a, NULL), TG_OK), "%s: %s", what,
+              tg_error_message());
+    th_expect_close_scaled(what, d, th_golden_get(f, c, "d0"), tol * 100);
+    th_release_all(4, (tg_tensor *[]){y, sq[0], sq[1], d});
+}
+
 /* Every case: the value and each input's gradient, scaled to the largest
  * element; slogdet's sign exactly. */
 Test(linalg_square, every_case_matches_torch)
 {
     tg_st_file *f = th_golden_load("linalg_square.safetensors");
     const int n = atoi(tg_st_meta_get(f, "cases"));
-    static const char *const ops[8] = {"inv",      "det",      "slogdet", "solve",
-                                       "cholesky", "solve_triangular", "eigh", "eigvalsh"};
-    int per_op[8] = {0}, f32 = 0;
+    static const char *const ops[10] = {"inv",      "det",  "slogdet",  "solve",
+                                        "cholesky", "solve_triangular", "eigh", "eigvalsh",
+                                        "svd",      "svdvals"};
+    int per_op[10] = {0}, f32 = 0;
     for (int i = 0; i < n; i++) {
         char c[16], what[128], key[16];
         snprintf(c, sizeof c, "case%d", i);
@@ -62,6 +102,14 @@ Test(linalg_square, every_case_matches_torch)
             in[j] = th_leaf_clone(th_golden_get(f, c, key));
         }
         snprintf(what, sizeof what, "%s (%s %s '%s')", c, op, dt, arg);
+        if (!strcmp(op, "svd")) {
+            check_svd_case(f, c, what, !strcmp(dt, "f64") ? 1e-12 : 2e-5, !strcmp(arg, "full"),
+                           in[0]);
+            per_op[8]++;
+            f32 += !strcmp(dt, "f32");
+            tg_tensor_release(in[0]);
+            continue;
+        }
         cr_assert(eq(int, run_op(op, arg, &y, &sign, in), TG_OK), "%s: %s", what,
                   tg_error_message());
         const double tol = !strcmp(dt, "f64") ? 1e-12 : 2e-5;
@@ -79,13 +127,13 @@ Test(linalg_square, every_case_matches_torch)
             cr_assert(d[j] != NULL, "%s: input %d has no gradient", what, j);
             th_expect_close_scaled(what, d[j], th_golden_get(f, c, key), tol * 10);
         }
-        for (int o = 0; o < 8; o++) per_op[o] += !strcmp(op, ops[o]);
+        for (int o = 0; o < 10; o++) per_op[o] += !strcmp(op, ops[o]);
         f32 += !strcmp(dt, "f32");
         th_release_all(2, in);
         th_release_all(2, d);
         th_release_all(2, (tg_tensor *[]){y, sign});
     }
-    for (int o = 0; o < 8; o++) cr_assert(per_op[o] >= 8, "%d %s cases", per_op[o], ops[o]);
+    for (int o = 0; o < 10; o++) cr_assert(per_op[o] >= 8, "%d %s cases", per_op[o], ops[o]);
     cr_assert(f32 * 2 == n, "%d of %d cases f32", f32, n);
     tg_st_free(f);
 }
@@ -107,6 +155,16 @@ typedef struct call {
 static int call_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     const call *c = user;
+    if (!strcmp(c->op, "svd")) {   /* S, U's and Vh's squares, flattened */
+        tg_tensor *f[3] = {NULL, NULL, NULL}, *sq[2] = {NULL, NULL}, *sv = NULL;
+        int rc = run_svd(!strcmp(c->arg, "full"), in[0], &sv, sq);
+        tg_tensor *parts[3] = {sv, sq[0], sq[1]};
+        for (int i = 0; i < 3 && rc >= 0; i++) rc = tg_reshape(&f[i], parts[i], 1, (int64_t[]){-1});
+        if (rc >= 0) rc = tg_cat(out, 3, f, 0);
+        th_release_all(3, f);
+        th_release_all(3, parts);
+        return rc;
+    }
     tg_tensor *a = NULL, *e = NULL, *t = NULL, *u = NULL, *args[2] = {NULL, in[n > 1 ? 1 : 0]};
     const int64_t m = tg_tensor_dim(in[0], -1);
     int rc = tg_tensor_eye(&e, TG_F64, m, m);
@@ -145,6 +203,10 @@ static const call CHECKED[] = {
     {"solve", "", 2, {3, 2}, {{2, 3, 3}, {2, 3}}},
     {"cholesky", "lower", 1, {2}, {{3, 3}}},
     {"cholesky", "upper", 1, {3}, {{2, 3, 3}}},
+    {"svd", "reduced", 1, {2}, {{3, 3}}},
+    {"svd", "reduced", 1, {2}, {{4, 2}}},
+    {"svd", "full", 1, {3}, {{2, 2, 3}}},
+    {"svdvals", "", 1, {2}, {{3, 3}}},
     {"eigh", "lower", 1, {2}, {{3, 3}}},
     {"eigh", "upper", 1, {3}, {{2, 3, 3}}},
     {"eigvalsh", "lower", 1, {3}, {{2, 4, 4}}},

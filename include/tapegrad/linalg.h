@@ -1,9 +1,10 @@
 /* tapegrad/linalg.h - torch.linalg's square-matrix functions: inverse,
  * determinant, log-determinant, linear solves, Cholesky factor,
- * triangular solves and symmetric eigendecomposition, with gradients of any
- * order.
+ * triangular solves, symmetric eigendecomposition and singular value
+ * decomposition, with gradients of any order.
  *
- * Each takes a batch of matrices, the last two dims (..., n, n) of A, in f32
+ * Each takes a batch of matrices, the last two dims (..., n, n) of A (svd:
+ * (..., m, n)), in f32
  * or f64 (LAPACK's getrf / getrs / potrf and BLAS's trsm in that dtype, as
  * PyTorch's CPU kernels), and computes every matrix of the batch on its
  * own.  Batch dims of two operands broadcast as torch's.  A NULL out or
@@ -89,6 +90,22 @@ TG_API int tg_linalg_eigh(tg_tensor **eigenvalues, tg_tensor **eigenvectors, tg_
                           bool upper);
 /* torch.linalg.eigvalsh(A, UPLO): tg_linalg_eigh's eigenvalues alone. */
 TG_API int tg_linalg_eigvalsh(tg_tensor **out, tg_tensor *A, bool upper);
+
+/* torch.linalg.svd(A, full_matrices): A (..., m, n) = U diag(S) Vh, the k =
+ * min(m, n) singular values S (..., k) descending, U (..., m, k) and Vh
+ * (..., k, n) with orthonormal columns and rows (full_matrices: U (..., m,
+ * m) and Vh (..., n, n)), through LAPACK's gesdd.  A need not be square.
+ * Any of U, S, Vh may be NULL (not wanted), not all; on error none is
+ * written.  The signs of a pair of singular vectors are arbitrary
+ * (LAPACK's choice): a loss should not depend on them.  Gradient: torch
+ * 1.13's rule; with full_matrices only U's first k columns and Vh's first k
+ * rows carry one, as torch's; a loss of S alone takes U diag(gS) Vh; equal
+ * singular values give inf or NaN where the loss reads U or Vh, as torch's.
+ * TG_EUNSUPPORTED when gesdd does not converge. */
+TG_API int tg_linalg_svd(tg_tensor **U, tg_tensor **S, tg_tensor **Vh, tg_tensor *A,
+                         bool full_matrices);
+/* torch.linalg.svdvals(A): tg_linalg_svd's S alone. */
+TG_API int tg_linalg_svdvals(tg_tensor **out, tg_tensor *A);
 
 #ifdef __cplusplus
 }

@@ -292,8 +292,10 @@ void tg__blas_restore(int n);
  * order i is not positive-definite.
  * tg__blas_trsm_left: B = A^-1 B in place, row-major, A (n x n) triangular
  * (upper or lower; unit: its diagonal taken as ones, not read), B (n x nrhs).
- * tg__lapack_svd: a (destroyed) = U diag(s) VT, all column-major n x n
- * (gesdd); TG_ENOMEM, or TG_EUNSUPPORTED when it does not converge.
+ * tg__lapack_svd: the row-major m x n A in a (destroyed) = U diag(s) Vh
+ * (gesdd), k = min(m, n) singular values descending into s, U row-major
+ * (m, k) and Vh (k, n), or with full (m, m) and (n, n); TG_ENOMEM, or
+ * TG_EUNSUPPORTED when it does not converge.
  * tg__lapack_syevd: the eigenvalues (ascending, into w) and eigenvectors of
  * the symmetric row-major A read from its lower (else upper) triangle; a is
  * overwritten by the eigenvectors as its rows (column-major columns).
@@ -303,7 +305,7 @@ void tg__lapack_getrs_t(tg_dtype dt, int n, int nrhs, const void *lu, const int 
 int tg__lapack_potrf_lower(tg_dtype dt, int n, void *a);
 void tg__blas_trsm_left(tg_dtype dt, bool upper, bool unit, int n, int nrhs, const void *a,
                         void *b);
-int tg__lapack_svd(tg_dtype dt, int n, void *a, void *s, void *u, void *vt);
+int tg__lapack_svd(tg_dtype dt, int m, int n, void *a, bool full, void *s, void *u, void *vh);
 int tg__lapack_syevd(tg_dtype dt, int n, void *a, void *w, bool lower);
 /* ---- AMX (src/core/amx.c), for every AMX kernel ---- */
 typedef enum tg__amx_type { TG__AMX_BF16, TG__AMX_INT8 } tg__amx_type;

@@ -84,32 +84,36 @@ void tg__blas_trsm_left(tg_dtype dt, bool upper, bool unit, int n, int nrhs, con
                     nrhs);
 }
 
-int tg__lapack_svd(tg_dtype dt, int n, void *a, void *s, void *u, void *vt)
+int tg__lapack_svd(tg_dtype dt, int m, int n, void *a, bool full, void *s, void *u, void *vh)
 {
-    const char jobz = 'A';
+    /* a row-major (m, n) is A^T (n x m) column-major: A^T = U' S V'^T, so A =
+     * V' S U'^T, and V'^T (VT', column-major k x m or m x m) read row-major is
+     * U; U' (column-major n x k or n x n) read row-major is Vh. */
+    const char jobz = full ? 'A' : 'S';
+    const int k = m < n ? m : n, ldvt = full ? m : k;
     int info = 0, lwork = -1, *iwork = NULL;
     void *work = NULL;
-    if (n == 0) return TG_OK;
+    if (m == 0 || n == 0) return TG_OK;
     const size_t es = tg_dtype_size(dt);
     double q = 0;
     float qf = 0;
     if (dt == TG_F64)
-        dgesdd_(&jobz, &n, &n, a, &n, s, u, &n, vt, &n, &q, &lwork, iwork, &info, 1);
+        dgesdd_(&jobz, &n, &m, a, &n, s, vh, &n, u, &ldvt, &q, &lwork, iwork, &info, 1);
     else
-        sgesdd_(&jobz, &n, &n, a, &n, s, u, &n, vt, &n, &qf, &lwork, iwork, &info, 1);
+        sgesdd_(&jobz, &n, &m, a, &n, s, vh, &n, u, &ldvt, &qf, &lwork, iwork, &info, 1);
     TG_ASSERT(info == 0);
     lwork = dt == TG_F64 ? (int)q : (int)qf;
     work = tg__malloc((size_t)lwork * es);
-    iwork = tg__malloc((size_t)8 * (size_t)n * sizeof *iwork);
+    iwork = tg__malloc((size_t)8 * (size_t)k * sizeof *iwork + 1);
     int rc = TG_OK;
     if (!work || !iwork) {
         rc = TG_ENOMEM;
         goto done;
     }
     if (dt == TG_F64)
-        dgesdd_(&jobz, &n, &n, a, &n, s, u, &n, vt, &n, work, &lwork, iwork, &info, 1);
+        dgesdd_(&jobz, &n, &m, a, &n, s, vh, &n, u, &ldvt, work, &lwork, iwork, &info, 1);
     else
-        sgesdd_(&jobz, &n, &n, a, &n, s, u, &n, vt, &n, work, &lwork, iwork, &info, 1);
+        sgesdd_(&jobz, &n, &m, a, &n, s, vh, &n, u, &ldvt, work, &lwork, iwork, &info, 1);
     if (info != 0)
         rc = tg__error(TG_EUNSUPPORTED, "the singular value decomposition (gesdd) did not "
                        "converge (info=%d)", info);

@@ -76,7 +76,8 @@
     X(ce_soft, 1)        /* cross_entropy_soft.c: cross_entropy_soft */ \
     X(linalg_lu, 4)      /* linalg_lu.c: linalg_inv linalg_det linalg_slogdet linalg_solve */ \
     X(linalg_tri, 2)     /* linalg_tri.c: linalg_cholesky linalg_solve_triangular */ \
-    X(linalg_eig, 1)     /* linalg_eig.c: linalg_eigh */
+    X(linalg_eig, 1)     /* linalg_eig.c: linalg_eigh */ \
+    X(linalg_svd, 1)     /* linalg_svd.c: linalg_svd */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];

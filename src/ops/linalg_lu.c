@@ -295,32 +295,30 @@ static int adjugate_t(const tg_tensor *A, tg_tensor **out)
     int rc = a && w && ipiv && c ? TG_OK : TG_ENOMEM;
     const int saved = tg__blas_single_begin();
     for (int64_t b = 0; b < count && rc == TG_OK; b++) {
-        /* a's buffer is A^T column-major: A^T = U' S V'^T, so A = V' S U'^T */
-        double *s = w, *u = s + n, *vt = u + nn, *m = vt + nn, *p = m + nn;
-        rc = tg__lapack_svd(dt, n, a + (size_t)b * nn, s, u, vt);
+        double *s = w, *u = s + n, *vh = u + nn, *m = vh + nn, *p = m + nn;
+        rc = tg__lapack_svd(dt, n, n, a + (size_t)b * nn, true, s, u, vh);
         if (rc < 0) break;
         /* prod_{j != i} s_j without dividing: prefix and suffix products */
         double acc = 1;
         for (int i = 0; i < n; i++) p[i] = acc, acc *= s[i];
         acc = 1;
         for (int i = n - 1; i >= 0; i--) p[i] *= acc, acc *= s[i];
-        /* det(U') det(V') from their LU factors (each +-1) */
+        /* det(U) det(Vh) from their LU factors (each +-1) */
         double sign = 1;
         for (int q = 0; q < 2; q++) {
-            memcpy(m, q ? vt : u, nn * sizeof *m);
+            memcpy(m, q ? vh : u, nn * sizeof *m);
             tg__lapack_getrf(dt, n, m, ipiv);
             for (int i = 0; i < n; i++) sign *= m[(size_t)i * (size_t)n + (size_t)i] < 0 ? -1 : 1;
             sign *= perm_sign(n, ipiv);
         }
-        /* adj(A)^T = det(V') det(U') V' diag(p) U'^T: element (i, j) is
-         * sum_l V'[i][l] p_l U'[j][l], V'[i][l] = vt(l, i), U'[j][l] = u(j, l) */
+        /* adj(A)^T = det(U) det(V) U diag(p) Vh */
         double *cb = (double *)tg_tensor_data(c) + (size_t)b * nn;
         for (int i = 0; i < n; i++)
             for (int jj = 0; jj < n; jj++) {
                 double v = 0;
                 for (int l = 0; l < n; l++)
-                    v += vt[(size_t)i * (size_t)n + (size_t)l] * p[l] *
-                         u[(size_t)l * (size_t)n + (size_t)jj];
+                    v += u[(size_t)i * (size_t)n + (size_t)l] * p[l] *
+                         vh[(size_t)l * (size_t)n + (size_t)jj];
                 cb[(size_t)i * (size_t)n + (size_t)jj] = sign * v;
             }
     }
