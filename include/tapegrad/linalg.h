@@ -107,6 +107,48 @@ TG_API int tg_linalg_svd(tg_tensor **U, tg_tensor **S, tg_tensor **Vh, tg_tensor
 /* torch.linalg.svdvals(A): tg_linalg_svd's S alone. */
 TG_API int tg_linalg_svdvals(tg_tensor **out, tg_tensor *A);
 
+/* ---- made of the functions above (their gradients follow) ---- */
+
+/* torch.linalg.matrix_norm(A, ord, dim, keepdim): ord is "fro" (the root of
+ * the sum of squares), "nuc" (the sum of the singular values), "2" / "-2"
+ * (the largest / smallest singular value), "1" / "-1" (the largest /
+ * smallest column sum of |A|) or "inf" / "-inf" (row sums); dims the two
+ * dims of the matrices (NULL: -2 and -1, rows then columns), dropped from
+ * the result unless keepdim.  TG_EINVAL for another ord or bad dims. */
+TG_API int tg_linalg_matrix_norm(tg_tensor **out, tg_tensor *A, const char *ord, const int *dims,
+                                 bool keepdim);
+
+/* torch.linalg.pinv(A, atol, rtol, hermitian): V diag(1/S) U^T from A's SVD
+ * (hermitian: Q diag(1/L) Q^T from eigh, A square and read from its lower
+ * triangle), singular values (|eigenvalues|) at or below max(atol, rtol *
+ * the largest) counted as zero.  A negative atol or rtol is unset, as
+ * torch's None: both unset, rtol = eps * max(m, n); atol > 0 alone, rtol =
+ * 0.  Its gradient is torch's pinv_backward formula (the derivative where
+ * A's rank does not change, every entry of A independent, hermitian or
+ * not), written with matmuls. */
+TG_API int tg_linalg_pinv(tg_tensor **out, tg_tensor *A, double atol, double rtol,
+                          bool hermitian);
+
+/* torch.linalg.matrix_rank(A, atol, rtol, hermitian): the number of
+ * singular values (|eigenvalues|) above pinv's tolerance, an i64 tensor
+ * (...), not differentiable. */
+TG_API int tg_linalg_matrix_rank(tg_tensor **out, tg_tensor *A, double atol, double rtol,
+                                 bool hermitian);
+
+/* torch.linalg.matrix_power(A, n): A^n by repeated squaring with matmul, in
+ * torch's order; n = 0 the identity (a new tensor of A's shape), n < 0 the
+ * power of inv(A). */
+TG_API int tg_linalg_matrix_power(tg_tensor **out, tg_tensor *A, int64_t n);
+
+/* torch.logdet(A): log det(A), -inf for a singular A and NaN for a negative
+ * determinant, from tg_linalg_slogdet. */
+TG_API int tg_logdet(tg_tensor **out, tg_tensor *A);
+
+/* torch.linalg.multi_dot(tensors): the product of n >= 2 matrices (the first
+ * and last may be vectors), multiplied in the order of fewest
+ * multiply-adds (the matrix-chain order, as torch's). */
+TG_API int tg_linalg_multi_dot(tg_tensor **out, int n, tg_tensor *const *tensors);
+
 #ifdef __cplusplus
 }
 #endif
