@@ -6,10 +6,11 @@ Run from anywhere with the system interpreter (torch 1.13):
     /usr/bin/python3 scripts/make_linalg_square_goldens.py
 
 Case "case<i>", i < the metadata "cases", with metadata case<i>.op (inv,
-det, slogdet, solve, cholesky, solve_triangular, eigh, eigvalsh, svd or
-svdvals), case<i>.dtype (f32 or
+det, slogdet, solve, cholesky, solve_triangular, eigh, eigvalsh, svd,
+svdvals or qr), case<i>.dtype (f32 or
 f64), case<i>.n (the number of tensor inputs) and case<i>.arg (cholesky's,
-eigh's and eigvalsh's "upper" or "lower"; svd's "full" or "reduced"; solve_triangular's "upper,left,unitriangular" as three
+eigh's and eigvalsh's "upper" or "lower"; svd's "full" or "reduced";
+qr's mode, "reduced", "complete" or "r"; solve_triangular's "upper,left,unitriangular" as three
 0/1 digits; else ""), and tensors in that dtype: case<i>.in<k> (the
 inputs), case<i>.g (the gradient of y), case<i>.y (the result: slogdet's
 logabsdet, with its sign in case<i>.sign; eigh's eigenvalues, with the
@@ -18,7 +19,10 @@ case<i>.qq and their gradient in case<i>.gq; svd's singular values, with
 the squares of U's first k columns in case<i>.uu and of Vh's first k rows
 in case<i>.vv, their gradients case<i>.gu and case<i>.gv) and
 case<i>.d<k>, torch.autograd's gradient of sum(g * y) (eigh: + sum(gq *
-qq); svd: + sum(gu * uu) + sum(gv * vv)) with respect to in<k>.
+qq); svd: + sum(gu * uu) + sum(gv * vv)) with respect to in<k>.  qr's y
+is R, with Q in case<i>.q (and its gradient case<i>.gq); its cases with
+metadata case<i>.grad "0" (mode "r", or "complete" with m > n, which
+torch does not differentiate) have no gradients.
 
 The matrices are well conditioned: a random matrix plus n times the
 identity (inv, det, slogdet, solve), X X^T + I (cholesky, whose other
@@ -49,6 +53,9 @@ SOLVE = [((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (2, 3)), ((2, 3, 3), (3,)
 CHOL = [(1, 1), (3, 3), (5, 5), (2, 4, 4)]
 EIG = [(1, 1), (2, 2), (4, 4), (3, 5, 5)]
 SVD = [(3, 3), (4, 2), (2, 5), (2, 3, 4), (2, 1, 4, 3), (1, 1)]
+QR = [((3, 3), "reduced"), ((4, 2), "reduced"), ((2, 4), "reduced"), ((2, 3, 5), "reduced"),
+      ((2, 5, 3), "reduced"), ((2, 4), "complete"), ((3, 3), "complete"),
+      ((2, 2, 5), "complete"), ((4, 2), "complete"), ((2, 4, 3), "r"), ((3, 5), "r")]
 TRI = [((3, 3), (3, 2)), ((4, 4), (4, 4)), ((2, 3, 3), (3, 1)), ((3, 3), (2, 3, 2))]
 
 
@@ -118,6 +125,9 @@ def run(op, arg, xs):
         u, sv, vh = torch.linalg.svd(xs[0], full_matrices=arg == "full")
         k = sv.shape[-1]
         return sv, (u[..., :, :k] ** 2, vh[..., :k, :] ** 2)
+    if op == "qr":
+        q, r = torch.linalg.qr(xs[0], mode=arg)
+        return r, q
     if op == "svdvals":
         return torch.linalg.svdvals(xs[0]), None
     if op == "eigvalsh":
@@ -142,6 +152,8 @@ def cases():
             for arg in ("lower", "upper"):
                 out.append(("eigh", name, [("sym_" + arg, sh)], arg))
                 out.append(("eigvalsh", name, [("sym_" + arg, sh)], arg))
+        for sh, mode in QR:
+            out.append(("qr", name, [("rand", sh)], mode))
         for sh in SVD:
             for arg in ("reduced", "full"):
                 out.append(("svd", name, [("rand", sh)], arg))
@@ -170,7 +182,20 @@ def main():
         xr = [x.clone().requires_grad_() for x in xs]
         y, sign = run(op, arg, xr)
         g = rand(y.shape, dt)
-        if op == "svd":   # sign holds the squared singular vectors
+        p = "case%d." % i
+        meta[p + "grad"] = "1"
+        if op == "qr":   # sign holds Q
+            m, n = xs[0].shape[-2:]
+            tensors[p + "q"] = sign.detach().contiguous()
+            if arg == "r" or (arg == "complete" and m > n):
+                meta[p + "grad"] = "0"
+                ds = [torch.zeros_like(xs[0])]
+            else:
+                gq = rand(sign.shape, dt)
+                tensors[p + "gq"] = gq
+                ds = torch.autograd.grad([y, sign], xr, [g, gq])
+            sign = None
+        elif op == "svd":   # sign holds the squared singular vectors
             gu, gv = rand(sign[0].shape, dt), rand(sign[1].shape, dt)
             ds = torch.autograd.grad([y, sign[0], sign[1]], xr, [g, gu, gv])
             p = "case%d." % i

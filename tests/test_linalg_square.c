@@ -80,16 +80,40 @@ static void check_svd_case(const tg_st_file *f, const char *c, const char *what,
     th_release_all(4, (tg_tensor *[]){y, sq[0], sq[1], d});
 }
 
+/* Golden case c of qr: R and Q, and the gradient of a loss of both; where
+ * torch has none (mode "r", "complete" with m > n), the backward is
+ * refused. */
+static void check_qr_case(const tg_st_file *f, const char *c, const char *what, double tol,
+                          const char *mode, tg_tensor *a)
+{
+    tg_tensor *q = NULL, *r = NULL, *d = NULL;
+    cr_assert(eq(int, tg_linalg_qr(&q, &r, a, mode), TG_OK), "%s: %s", what,
+              tg_error_message());
+    th_expect_close_scaled(what, r, th_golden_get(f, c, "y"), tol);
+    th_expect_close_scaled(what, q, th_golden_get(f, c, "q"), tol * 10);
+    tg_tensor *g[2] = {(tg_tensor *)th_golden_get(f, c, "g"), NULL};
+    if (!strcmp(th_golden_meta(f, c, "grad"), "1")) {
+        g[1] = (tg_tensor *)th_golden_get(f, c, "gq");
+        cr_assert(eq(int, tg_grad(&d, 2, (tg_tensor *[]){r, q}, g, 1, &a, NULL), TG_OK),
+                  "%s: %s", what, tg_error_message());
+        th_expect_close_scaled(what, d, th_golden_get(f, c, "d0"), tol * 100);
+    } else {
+        th_expect_refused(tg_grad(&d, 1, &r, g, 1, &a, NULL), TG_EUNSUPPORTED,
+                          "The ", d);
+    }
+    th_release_all(3, (tg_tensor *[]){q, r, d});
+}
+
 /* Every case: the value and each input's gradient, scaled to the largest
  * element; slogdet's sign exactly. */
 Test(linalg_square, every_case_matches_torch)
 {
     tg_st_file *f = th_golden_load("linalg_square.safetensors");
     const int n = atoi(tg_st_meta_get(f, "cases"));
-    static const char *const ops[10] = {"inv",      "det",  "slogdet",  "solve",
+    static const char *const ops[11] = {"inv",      "det",  "slogdet",  "solve",
                                         "cholesky", "solve_triangular", "eigh", "eigvalsh",
-                                        "svd",      "svdvals"};
-    int per_op[10] = {0}, f32 = 0;
+                                        "svd",      "svdvals", "qr"};
+    int per_op[11] = {0}, f32 = 0;
     for (int i = 0; i < n; i++) {
         char c[16], what[128], key[16];
         snprintf(c, sizeof c, "case%d", i);
@@ -102,6 +126,13 @@ Test(linalg_square, every_case_matches_torch)
             in[j] = th_leaf_clone(th_golden_get(f, c, key));
         }
         snprintf(what, sizeof what, "%s (%s %s '%s')", c, op, dt, arg);
+        if (!strcmp(op, "qr")) {
+            check_qr_case(f, c, what, !strcmp(dt, "f64") ? 1e-12 : 2e-5, arg, in[0]);
+            per_op[10]++;
+            f32 += !strcmp(dt, "f32");
+            tg_tensor_release(in[0]);
+            continue;
+        }
         if (!strcmp(op, "svd")) {
             check_svd_case(f, c, what, !strcmp(dt, "f64") ? 1e-12 : 2e-5, !strcmp(arg, "full"),
                            in[0]);
@@ -127,13 +158,13 @@ Test(linalg_square, every_case_matches_torch)
             cr_assert(d[j] != NULL, "%s: input %d has no gradient", what, j);
             th_expect_close_scaled(what, d[j], th_golden_get(f, c, key), tol * 10);
         }
-        for (int o = 0; o < 10; o++) per_op[o] += !strcmp(op, ops[o]);
+        for (int o = 0; o < 11; o++) per_op[o] += !strcmp(op, ops[o]);
         f32 += !strcmp(dt, "f32");
         th_release_all(2, in);
         th_release_all(2, d);
         th_release_all(2, (tg_tensor *[]){y, sign});
     }
-    for (int o = 0; o < 10; o++) cr_assert(per_op[o] >= 8, "%d %s cases", per_op[o], ops[o]);
+    for (int o = 0; o < 11; o++) cr_assert(per_op[o] >= 8, "%d %s cases", per_op[o], ops[o]);
     cr_assert(f32 * 2 == n, "%d of %d cases f32", f32, n);
     tg_st_free(f);
 }
@@ -155,6 +186,16 @@ typedef struct call {
 static int call_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     const call *c = user;
+    if (!strcmp(c->op, "qr")) {   /* Q and R, flattened */
+        tg_tensor *f[2] = {NULL, NULL}, *q = NULL, *r = NULL;
+        int rc = tg_linalg_qr(&q, &r, in[0], c->arg);
+        if (rc >= 0) rc = tg_reshape(&f[0], q, 1, (int64_t[]){-1});
+        if (rc >= 0) rc = tg_reshape(&f[1], r, 1, (int64_t[]){-1});
+        if (rc >= 0) rc = tg_cat(out, 2, f, 0);
+        th_release_all(2, f);
+        th_release_all(2, (tg_tensor *[]){q, r});
+        return rc;
+    }
     if (!strcmp(c->op, "svd")) {   /* S, U's and Vh's squares, flattened */
         tg_tensor *f[3] = {NULL, NULL, NULL}, *sq[2] = {NULL, NULL}, *sv = NULL;
         int rc = run_svd(!strcmp(c->arg, "full"), in[0], &sv, sq);
@@ -203,6 +244,10 @@ static const call CHECKED[] = {
     {"solve", "", 2, {3, 2}, {{2, 3, 3}, {2, 3}}},
     {"cholesky", "lower", 1, {2}, {{3, 3}}},
     {"cholesky", "upper", 1, {3}, {{2, 3, 3}}},
+    {"qr", "reduced", 1, {2}, {{3, 3}}},
+    {"qr", "reduced", 1, {2}, {{4, 2}}},
+    {"qr", "reduced", 1, {3}, {{2, 2, 4}}},
+    {"qr", "complete", 1, {2}, {{2, 3}}},
     {"svd", "reduced", 1, {2}, {{3, 3}}},
     {"svd", "reduced", 1, {2}, {{4, 2}}},
     {"svd", "full", 1, {3}, {{2, 2, 3}}},

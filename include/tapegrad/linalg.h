@@ -1,10 +1,10 @@
 /* tapegrad/linalg.h - torch.linalg's square-matrix functions: inverse,
  * determinant, log-determinant, linear solves, Cholesky factor,
- * triangular solves, symmetric eigendecomposition and singular value
- * decomposition, with gradients of any order.
+ * triangular solves, symmetric eigendecomposition, singular value and QR
+ * decompositions and functions made of them, with gradients of any order.
  *
- * Each takes a batch of matrices, the last two dims (..., n, n) of A (svd:
- * (..., m, n)), in f32
+ * Each takes a batch of matrices, the last two dims (..., n, n) of A (svd,
+ * qr: (..., m, n)), in f32
  * or f64 (LAPACK's getrf / getrs / potrf and BLAS's trsm in that dtype, as
  * PyTorch's CPU kernels), and computes every matrix of the batch on its
  * own.  Batch dims of two operands broadcast as torch's.  A NULL out or
@@ -106,6 +106,17 @@ TG_API int tg_linalg_svd(tg_tensor **U, tg_tensor **S, tg_tensor **Vh, tg_tensor
                          bool full_matrices);
 /* torch.linalg.svdvals(A): tg_linalg_svd's S alone. */
 TG_API int tg_linalg_svdvals(tg_tensor **out, tg_tensor *A);
+
+/* torch.linalg.qr(A, mode): A (..., m, n) = Q R with orthonormal columns in
+ * Q and an upper triangular R, through LAPACK's geqrf and orgqr (R's
+ * diagonal keeps LAPACK's signs, as torch's).  mode "reduced": Q (..., m,
+ * k), R (..., k, n), k = min(m, n); "complete": Q (..., m, m), R (..., m,
+ * n); "r": R alone (Q, if asked for, is torch's empty tensor of shape (0)).
+ * Either out-pointer may be NULL, not both; on error neither is written.
+ * TG_EINVAL for another mode.  Gradient: torch's rule; a backward through
+ * mode "r", or "complete" with m > n, is TG_EUNSUPPORTED with torch's
+ * words. */
+TG_API int tg_linalg_qr(tg_tensor **Q, tg_tensor **R, tg_tensor *A, const char *mode);
 
 /* ---- made of the functions above (their gradients follow) ---- */
 

@@ -299,7 +299,12 @@ void tg__blas_restore(int n);
  * tg__lapack_syevd: the eigenvalues (ascending, into w) and eigenvectors of
  * the symmetric row-major A read from its lower (else upper) triangle; a is
  * overwritten by the eigenvectors as its rows (column-major columns).
- * Errors as tg__lapack_svd's. */
+ * Errors as tg__lapack_svd's.
+ * tg__lapack_geqrf: the Householder QR of the column-major m x n a in place
+ * (R on and above the diagonal, the reflectors below), min(m, n) scalars
+ * into tau; tg__lapack_orgqr: the first n columns of Q (m x n, n <= m,
+ * column-major) from k reflectors in a (m x n, its first k columns geqrf's)
+ * and tau.  TG_ENOMEM only. */
 int tg__lapack_getrf(tg_dtype dt, int n, void *a, int *ipiv);
 void tg__lapack_getrs_t(tg_dtype dt, int n, int nrhs, const void *lu, const int *ipiv, void *b);
 int tg__lapack_potrf_lower(tg_dtype dt, int n, void *a);
@@ -307,6 +312,8 @@ void tg__blas_trsm_left(tg_dtype dt, bool upper, bool unit, int n, int nrhs, con
                         void *b);
 int tg__lapack_svd(tg_dtype dt, int m, int n, void *a, bool full, void *s, void *u, void *vh);
 int tg__lapack_syevd(tg_dtype dt, int n, void *a, void *w, bool lower);
+int tg__lapack_geqrf(tg_dtype dt, int m, int n, void *a, void *tau);
+int tg__lapack_orgqr(tg_dtype dt, int m, int n, int k, void *a, void *tau);
 /* ---- AMX (src/core/amx.c), for every AMX kernel ---- */
 typedef enum tg__amx_type { TG__AMX_BF16, TG__AMX_INT8 } tg__amx_type;
 /* AMX-TILE and the type's AMX extension in the CPU, the tile state enabled

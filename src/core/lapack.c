@@ -40,6 +40,15 @@ extern void dsyevd_(const char *jobz, const char *uplo, const int *n, double *a,
                     double *w, double *work, const int *lwork, int *iwork, const int *liwork,
                     int *info, size_t jobz_len, size_t uplo_len);
 
+extern void sgeqrf_(const int *m, const int *n, float *a, const int *lda, float *tau,
+                    float *work, const int *lwork, int *info);
+extern void dgeqrf_(const int *m, const int *n, double *a, const int *lda, double *tau,
+                    double *work, const int *lwork, int *info);
+extern void sorgqr_(const int *m, const int *n, const int *k, float *a, const int *lda,
+                    const float *tau, float *work, const int *lwork, int *info);
+extern void dorgqr_(const int *m, const int *n, const int *k, double *a, const int *lda,
+                    const double *tau, double *work, const int *lwork, int *info);
+
 int tg__lapack_getrf(tg_dtype dt, int n, void *a, int *ipiv)
 {
     int info = 0;
@@ -154,4 +163,46 @@ int tg__lapack_syevd(tg_dtype dt, int n, void *a, void *w, bool lower)
     free(work);
     free(iwork);
     return rc;
+}
+
+/* One call of geqrf (orgqr: q) with a workspace query first. */
+static int qr_call(tg_dtype dt, bool q, int m, int n, int k, void *a, void *tau)
+{
+    int info = 0, lwork = -1;
+    double wq = 0;
+    float wqf = 0;
+    if (dt == TG_F64) {
+        if (q) dorgqr_(&m, &n, &k, a, &m, tau, &wq, &lwork, &info);
+        else dgeqrf_(&m, &n, a, &m, tau, &wq, &lwork, &info);
+    } else {
+        if (q) sorgqr_(&m, &n, &k, a, &m, tau, &wqf, &lwork, &info);
+        else sgeqrf_(&m, &n, a, &m, tau, &wqf, &lwork, &info);
+    }
+    TG_ASSERT(info == 0);
+    lwork = dt == TG_F64 ? (int)wq : (int)wqf;
+    if (lwork < 1) lwork = 1;
+    void *work = tg__malloc((size_t)lwork * tg_dtype_size(dt));
+    if (!work) return TG_ENOMEM;
+    if (dt == TG_F64) {
+        if (q) dorgqr_(&m, &n, &k, a, &m, tau, work, &lwork, &info);
+        else dgeqrf_(&m, &n, a, &m, tau, work, &lwork, &info);
+    } else {
+        if (q) sorgqr_(&m, &n, &k, a, &m, tau, work, &lwork, &info);
+        else sgeqrf_(&m, &n, a, &m, tau, work, &lwork, &info);
+    }
+    free(work);
+    TG_ASSERT(info == 0);
+    return TG_OK;
+}
+
+int tg__lapack_geqrf(tg_dtype dt, int m, int n, void *a, void *tau)
+{
+    if (m == 0 || n == 0) return TG_OK;
+    return qr_call(dt, false, m, n, m < n ? m : n, a, tau);
+}
+
+int tg__lapack_orgqr(tg_dtype dt, int m, int n, int k, void *a, void *tau)
+{
+    if (m == 0 || n == 0) return TG_OK;
+    return qr_call(dt, true, m, n, k, a, tau);
 }

@@ -78,7 +78,8 @@
     X(linalg_tri, 2)     /* linalg_tri.c: linalg_cholesky linalg_solve_triangular */ \
     X(linalg_eig, 1)     /* linalg_eig.c: linalg_eigh */ \
     X(linalg_svd, 1)     /* linalg_svd.c: linalg_svd */ \
-    X(linalg_compose, 1) /* linalg_compose.c: linalg_pinv */
+    X(linalg_compose, 1) /* linalg_compose.c: linalg_pinv */ \
+    X(linalg_qr, 1)      /* linalg_qr.c: linalg_qr */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];
