@@ -74,7 +74,8 @@
     X(addcmul, 2)        /* addcmul.c: addcmul addcdiv */ \
     X(ce_rows, 1)        /* cross_entropy_rows.c: cross_entropy */ \
     X(ce_soft, 1)        /* cross_entropy_soft.c: cross_entropy_soft */ \
-    X(linalg_lu, 4)      /* linalg_lu.c: linalg_inv linalg_det linalg_slogdet linalg_solve */ \
+    X(linalg_lu, 2)      /* linalg_lu.c: linalg_inv linalg_solve */ \
+    X(linalg_det, 2)     /* linalg_det.c: linalg_det linalg_slogdet */ \
     X(linalg_tri, 2)     /* linalg_tri.c: linalg_cholesky linalg_solve_triangular */ \
     X(linalg_eig, 1)     /* linalg_eig.c: linalg_eigh */ \
     X(linalg_svd, 1)     /* linalg_svd.c: linalg_svd */ \

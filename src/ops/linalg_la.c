@@ -105,6 +105,14 @@ void tg__la_transpose(tg_dtype dt, int64_t rows, int64_t cols, const void *s, vo
     }
 }
 
+int tg__la_perm_sign(int n, const int *ipiv)
+{
+    int s = 1;
+    for (int i = 0; i < n; i++)
+        if (ipiv[i] != i + 1) s = -s;
+    return s;
+}
+
 int tg__la_mT(tg_tensor **out, tg_tensor *a)
 {
     return tg_transpose(out, a, -2, -1);

@@ -1,5 +1,5 @@
 /* src/ops/linalg_la.h - what the square-matrix functions of
- * tapegrad/linalg.h share (src/ops/linalg_lu.c, linalg_tri.c, linalg_la.c):
+ * tapegrad/linalg.h share (src/ops/linalg_*.c; defined in linalg_la.c):
  * their argument rules, batch broadcasting, and the matrices of a batch as
  * one contiguous buffer.  Internal to src/ops. */
 #ifndef TAPEGRAD_OPS_LINALG_LA_H
@@ -41,6 +41,13 @@ int64_t tg__la_count(int bn, const int64_t *bshape);
  * row-major), d != s: a row-major matrix into LAPACK's column-major order
  * and back. */
 void tg__la_transpose(tg_dtype dt, int64_t rows, int64_t cols, const void *s, void *d);
+
+/* The sign of the row permutation in LAPACK's pivots ipiv (n, 1-based). */
+int tg__la_perm_sign(int n, const int *ipiv);
+
+/* tg_linalg_inv without its singular-matrix error: getrs's infinities or
+ * NaN for a singular A (slogdet's gradient; src/ops/linalg_lu.c). */
+int tg__linalg_inv_unchecked(tg_tensor **out, tg_tensor *A);
 
 /* The transposed dims -2, -1 of a (a view; differentiable). */
 int tg__la_mT(tg_tensor **out, tg_tensor *a);

@@ -1,0 +1,322 @@
+/* src/ops/linalg_det.c - det and slogdet of tapegrad/linalg.h, from an LU
+ * factorization with partial pivoting (LAPACK's getrf), each one op over a
+ * batch of matrices: det is the product of U's diagonal in order times the
+ * permutation's sign (-1 per pivot row that differs from its own), as
+ * torch.linalg.det computes it from linalg_lu_factor (getrf factors A^T,
+ * whose determinant is A's); slogdet the sum of log |u_ii| and the product
+ * of their signs.
+ *
+ * Backward, with inv and matmul (so gradients of gradients follow):
+ *   det:     dA = (g det) inv(A)^T; at a singular matrix (det exactly 0)
+ *            g adj(A)^T, the adjugate from the SVD A = U S V^T,
+ *            adj(A)^T = det(U) det(V) U diag(prod_{j != i} s_j) V^T, which
+ *            is not differentiable again (a create_graph backward there is
+ *            TG_EUNSUPPORTED);
+ *   slogdet: its op's output is (..., 2), sign and log |det|; dA = g_1
+ *            inv(A)^T from the second, inv unchecked so that a singular
+ *            matrix gives torch's infinities. */
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "autograd/tape.h"
+#include "ops/families.h"
+#include "ops/linalg_la.h"
+#include "tapegrad/autograd.h"
+#include "tapegrad/linalg.h"
+#include "tapegrad/ops.h"
+
+/* ---- det and slogdet ----------------------------------------------------- */
+
+/* Each matrix's det (slog: sign and log |det|, two values) into the
+ * contiguous d. */
+static int det_all(const tg_tensor *A, bool slog, void *d)
+{
+    const tg_dtype dt = A->dtype;
+    const int bn = A->ndim - 2, n = (int)A->shape[bn];
+    const int64_t count = tg__la_count(bn, A->shape);
+    const size_t es = tg_dtype_size(dt);
+    char *a = tg__la_gather(A, bn, A->shape, 2, dt);
+    int *ipiv = tg__malloc((size_t)n * sizeof *ipiv + 1);
+    if (!a || !ipiv) {
+        tg__work_free(a);
+        free(ipiv);
+        return TG_ENOMEM;
+    }
+    const int saved = tg__blas_single_begin();
+    for (int64_t b = 0; b < count; b++) {
+        char *lu = a + (size_t)b * (size_t)n * (size_t)n * es;
+        tg__lapack_getrf(dt, n, lu, ipiv);
+        const int s = tg__la_perm_sign(n, ipiv);
+        if (dt == TG_F64) {
+            const double *u = (const double *)(void *)lu;
+            double *o = d;
+            if (slog) {
+                double sg = s, la = 0;
+                for (int i = 0; i < n; i++) {
+                    const double v = u[(size_t)i * (size_t)n + (size_t)i];
+                    sg *= v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0;
+                    la += log(fabs(v));
+                }
+                o[2 * b] = sg, o[2 * b + 1] = la;
+            } else {
+                double p = 1;
+                for (int i = 0; i < n; i++) p *= u[(size_t)i * (size_t)n + (size_t)i];
+                o[b] = p * s;
+            }
+        } else {
+            const float *u = (const float *)(void *)lu;
+            float *o = d;
+            if (slog) {
+                float sg = (float)s, la = 0;
+                for (int i = 0; i < n; i++) {
+                    const float v = u[(size_t)i * (size_t)n + (size_t)i];
+                    sg *= v > 0 ? 1.0f : v < 0 ? -1.0f : 0.0f;
+                    la += logf(fabsf(v));
+                }
+                o[2 * b] = sg, o[2 * b + 1] = la;
+            } else {
+                float p = 1;
+                for (int i = 0; i < n; i++) p *= u[(size_t)i * (size_t)n + (size_t)i];
+                o[b] = p * (float)s;
+            }
+        }
+    }
+    tg__blas_restore(saved);
+    tg__work_free(a);
+    free(ipiv);
+    return TG_OK;
+}
+
+static int det_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *in,
+                       const void *params)
+{
+    (void)n_in;
+    (void)params;
+    tg_tensor *A = in[0];
+    TG_TRY(tg__la_check("linalg.det", "A", A, true));
+    tg_tensor *d = tg__tensor_uninit(A->dtype, A->ndim - 2, A->shape);
+    if (!d) return TG_ENOMEM;
+    int rc = det_all(A, false, tg_tensor_data(d));
+    if (rc == TG_OK && ctx) rc = tg__ctx_save(ctx, A);
+    if (rc == TG_OK && ctx) rc = tg_op_ctx_save_output(ctx, d);
+    if (rc < 0) {
+        tg_tensor_release(d);
+        return rc;
+    }
+    *out = d;
+    return TG_OK;
+}
+
+/* v (...) as (..., 1, 1). */
+static int unsqueeze2(tg_tensor **out, tg_tensor *v)
+{
+    tg_tensor *t = NULL;
+    int rc = tg_unsqueeze(&t, v, -1);
+    if (rc >= 0) rc = tg_unsqueeze(out, t, -1);
+    tg_tensor_release(t);
+    return rc;
+}
+
+/* (w, shaped (...)) * inv(A)^T; inv unchecked when `unchecked`. */
+static int scaled_inv_t(tg_tensor *w, tg_tensor *A, bool unchecked, tg_tensor **out)
+{
+    tg_tensor *ai = NULL, *at = NULL, *w2 = NULL;
+    int rc;
+    TG_TRY_GOTO(unchecked ? tg__linalg_inv_unchecked(&ai, A) : tg_linalg_inv(&ai, A));
+    TG_TRY_GOTO(tg__la_mT(&at, ai));
+    TG_TRY_GOTO(unsqueeze2(&w2, w));
+    TG_TRY_GOTO(tg_mul(out, w2, at));
+done:
+    tg_tensor_release(ai);
+    tg_tensor_release(at);
+    tg_tensor_release(w2);
+    return rc;
+}
+
+/* The transposed adjugate of each matrix of A (contiguous, A's shape), from
+ * its SVD; into the new tensor *out.  Not recorded. */
+static int adjugate_t(const tg_tensor *A, tg_tensor **out)
+{
+    const tg_dtype dt = TG_F64;   /* computed in f64, rounded to A's dtype */
+    const int bn = A->ndim - 2, n = (int)A->shape[bn];
+    const int64_t count = tg__la_count(bn, A->shape);
+    const size_t nn = (size_t)n * (size_t)n;
+    double *a = tg__la_gather(A, bn, A->shape, 2, dt);
+    double *w = tg__work_alloc((4 * nn + 3 * (size_t)n + 1) * sizeof *w);
+    int *ipiv = tg__malloc((size_t)n * sizeof *ipiv + 1);
+    tg_tensor *c = tg__tensor_uninit(dt, A->ndim, A->shape);
+    int rc = a && w && ipiv && c ? TG_OK : TG_ENOMEM;
+    const int saved = tg__blas_single_begin();
+    for (int64_t b = 0; b < count && rc == TG_OK; b++) {
+        double *s = w, *u = s + n, *vh = u + nn, *m = vh + nn, *p = m + nn;
+        rc = tg__lapack_svd(dt, n, n, a + (size_t)b * nn, true, s, u, vh);
+        if (rc < 0) break;
+        /* prod_{j != i} s_j without dividing: prefix and suffix products */
+        double acc = 1;
+        for (int i = 0; i < n; i++) p[i] = acc, acc *= s[i];
+        acc = 1;
+        for (int i = n - 1; i >= 0; i--) p[i] *= acc, acc *= s[i];
+        /* det(U) det(Vh) from their LU factors (each +-1) */
+        double sign = 1;
+        for (int q = 0; q < 2; q++) {
+            memcpy(m, q ? vh : u, nn * sizeof *m);
+            tg__lapack_getrf(dt, n, m, ipiv);
+            for (int i = 0; i < n; i++) sign *= m[(size_t)i * (size_t)n + (size_t)i] < 0 ? -1 : 1;
+            sign *= tg__la_perm_sign(n, ipiv);
+        }
+        /* adj(A)^T = det(U) det(V) U diag(p) Vh */
+        double *cb = (double *)tg_tensor_data(c) + (size_t)b * nn;
+        for (int i = 0; i < n; i++)
+            for (int jj = 0; jj < n; jj++) {
+                double v = 0;
+                for (int l = 0; l < n; l++)
+                    v += u[(size_t)i * (size_t)n + (size_t)l] * p[l] *
+                         vh[(size_t)l * (size_t)n + (size_t)jj];
+                cb[(size_t)i * (size_t)n + (size_t)jj] = sign * v;
+            }
+    }
+    tg__blas_restore(saved);
+    tg__work_free(a);
+    tg__work_free(w);
+    free(ipiv);
+    if (rc == TG_OK && A->dtype != TG_F64) {
+        tg_tensor *r = NULL;
+        rc = tg_tensor_to_dtype(&r, c, A->dtype);
+        tg_tensor_release(c);
+        c = r;
+    }
+    if (rc < 0) {
+        tg_tensor_release(c);
+        return rc;
+    }
+    *out = c;
+    return TG_OK;
+}
+
+/* Whether one of d's values (a contiguous det) is exactly zero. */
+static bool any_zero(const tg_tensor *d)
+{
+    const int64_t n = tg_tensor_numel(d);
+    for (int64_t i = 0; i < n; i++) {
+        double v = 1;
+        if (tg_tensor_get_flat(d, i, &v) == TG_OK && v == 0) return true;
+    }
+    return false;
+}
+
+static int det_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *A, *d = NULL, *w = NULL, *c = NULL, *g2 = NULL;
+    int rc;
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &A));
+    TG_TRY_GOTO(tg__ctx_saved_output(ctx, 1, &d));
+    if (!any_zero(d)) {
+        TG_TRY_GOTO(tg_mul(&w, g, d));
+        TG_TRY_GOTO(scaled_inv_t(w, A, false, &gi[0]));
+    } else {
+        if (tg_grad_enabled()) {
+            rc = tg__error(TG_EUNSUPPORTED, "linalg.det: the gradient at a singular matrix "
+                           "(the adjugate) is not differentiable again: a create_graph "
+                           "backward through det at a matrix whose det is 0 is not supported");
+            goto done;
+        }
+        TG_TRY_GOTO(adjugate_t(A, &c));
+        TG_TRY_GOTO(unsqueeze2(&g2, g));
+        TG_TRY_GOTO(tg_mul(&gi[0], g2, c));
+    }
+done:
+    tg_tensor_release(d);
+    tg_tensor_release(w);
+    tg_tensor_release(c);
+    tg_tensor_release(g2);
+    return rc;
+}
+
+/* KEEP: torch's CPU autocast lists no det (and refuses a bf16 one). */
+static const tg_op_schema det_op = {
+    .name = "linalg_det", .arity = 1, .amp = TG_AMP_KEEP, .forward = det_forward,
+    .backward = det_backward, .double_backward = true,
+    .vjp = "da = g * y * inv(a)^T (g * adj(a)^T where y = 0)"};
+
+static int slogdet_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *in,
+                           const void *params)
+{
+    (void)n_in;
+    (void)params;
+    tg_tensor *A = in[0];
+    TG_TRY(tg__la_check("linalg.slogdet", "A", A, true));
+    int64_t shape[TG_MAX_DIMS];
+    memcpy(shape, A->shape, sizeof shape);
+    shape[A->ndim - 2] = 2;
+    tg_tensor *d = tg__tensor_uninit(A->dtype, A->ndim - 1, shape);
+    if (!d) return TG_ENOMEM;
+    int rc = det_all(A, true, tg_tensor_data(d));
+    if (rc == TG_OK && ctx) rc = tg__ctx_save(ctx, A);
+    if (rc < 0) {
+        tg_tensor_release(d);
+        return rc;
+    }
+    *out = d;
+    return TG_OK;
+}
+
+/* dA = g[..., 1] inv(A)^T (the sign has no gradient). */
+static int slogdet_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *A, *g1 = NULL, *w = NULL;
+    int rc;
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &A));
+    TG_TRY_GOTO(tg_narrow(&g1, g, -1, 1, 1));
+    TG_TRY_GOTO(tg_squeeze(&w, g1, -1));
+    TG_TRY_GOTO(scaled_inv_t(w, A, true, &gi[0]));
+done:
+    tg_tensor_release(g1);
+    tg_tensor_release(w);
+    return rc;
+}
+
+/* KEEP: torch's CPU autocast lists no slogdet (and refuses a bf16 one). */
+static const tg_op_schema slogdet_op = {
+    .name = "linalg_slogdet", .arity = 1, .amp = TG_AMP_KEEP, .forward = slogdet_forward,
+    .backward = slogdet_backward, .double_backward = true,
+    .vjp = "da = g[..., 1] * inv(a)^T (y = [sign, log|det a|])"};
+
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__linalg_det_ops[] = {&det_op, &slogdet_op};
+static_assert(sizeof tg__linalg_det_ops / sizeof tg__linalg_det_ops[0] == TG__linalg_det_N,
+              "src/ops/families.h must count the linalg_det ops");
+
+/* ---- the public functions ------------------------------------------------ */
+
+int tg_linalg_det(tg_tensor **out, tg_tensor *A)
+{
+    TG_CHECK(out != NULL, TG_EINVAL, "linalg.det: out is NULL");
+    return tg_op_call(&det_op, out, 1, &A, NULL, 0);
+}
+
+int tg_linalg_slogdet(tg_tensor **sign, tg_tensor **logabsdet, tg_tensor *A)
+{
+    TG_CHECK(sign != NULL || logabsdet != NULL, TG_EINVAL,
+             "linalg.slogdet: sign and logabsdet are both NULL");
+    tg__lib_enter();
+    tg_tensor *d = NULL, *s = NULL, *l = NULL, *t = NULL, *u = NULL;
+    int rc = tg_op_call(&slogdet_op, &d, 1, &A, NULL, 0);
+    if (rc >= 0 && sign) {
+        rc = tg_tensor_detach(&t, d);
+        if (rc >= 0) rc = tg_narrow(&u, t, -1, 0, 1);
+        if (rc >= 0) rc = tg_squeeze(&s, u, -1);
+    }
+    tg_tensor_release(u);
+    u = NULL;
+    if (rc >= 0 && logabsdet) {
+        rc = tg_narrow(&u, d, -1, 1, 1);
+        if (rc >= 0) rc = tg_squeeze(&l, u, -1);
+    }
+    tg_tensor_release(d);
+    tg_tensor_release(t);
+    tg_tensor_release(u);
+    tg__lib_leave();
+    if (sign) return tg__scope_capture_pair(sign, s, logabsdet, l, rc);
+    return tg__scope_capture_pair(logabsdet, l, NULL, NULL, rc);
+}
