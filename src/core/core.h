@@ -554,8 +554,9 @@ tg_tensor *tg__sparse_empty_like(const tg_tensor *t);
 int tg__sparse_clone(tg_tensor **out, const tg_tensor *t);
 /* *out = a + b, a gradient sum where a or b is sparse (same dtype and
  * shape, not checked): both sparse give torch's merge of their rows
- * (tapegrad/sparse.h; a copy of one when the other has none); a dense one gives a new dense tensor, the
- * dense values plus each sparse row in order, one rounding per addition. */
+ * (tapegrad/sparse.h; a copy of one when the other has none); a dense one
+ * gives a new dense tensor, the dense values plus each sparse row in order,
+ * one rounding per addition. */
 int tg__sparse_grad_sum(tg_tensor **out, const tg_tensor *a, const tg_tensor *b);
 /* dense += sparse in place, as tg__sparse_grad_sum adds (dense contiguous
  * from offset 0, the same dtype and shape; not checked); bumps the version. */
