@@ -26,7 +26,6 @@
 #include "ops/pointwise_internal.h"
 #include "tapegrad/ops.h"
 
-
 static const tg_op_schema embedding_op, embedding_backward_op;
 
 int tg__embedding_read_indices(const char *op, const tg_tensor *idx, int64_t V, int64_t **out)
@@ -112,7 +111,7 @@ static int check_inputs(const char *op, const tg_tensor *w, const tg_tensor *idx
 
 /* in[0] weight (V, D), in[1] indices (...). */
 int tg__embedding_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
-                             const void *params)
+                          const void *params)
 {
     tg_tensor *w = in[0], *idx = in[1];
     TG_TRY(check_inputs("embedding", w, idx));
