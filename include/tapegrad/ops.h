@@ -549,17 +549,28 @@ TG_API int tg_embedding(tg_tensor **out, tg_tensor *weight, tg_tensor *indices);
  *    place to max_norm / (norm + 1e-7) times itself, outside the tape,
  *    as torch's embedding_renorm_: weight is changed and its version bumped
  *    (so a backward through an earlier use of it is TG_EGRAD).  0 for none.
+ *  - sparse: weight's gradient is a sparse COO tensor (tapegrad/sparse.h),
+ *    as torch's sparse=True: indices (1, nnz) int64 and values (nnz, D), one
+ *    row per looked-up index in the order of indices (repeats kept; none for
+ *    padding_idx); the sparse gradients of several backward calls (or of
+ *    several uses in one) are summed as torch sums them (tapegrad/sparse.h).
+ *    With
+ *    create_graph the gradient is the same sparse tensor, not differentiable
+ *    further (as torch's).  scale_grad_by_freq with sparse is TG_EINVAL
+ *    (torch refuses it in the backward).  Optimizers that take a sparse
+ *    gradient: SparseAdam, SGD and Adagrad (tapegrad/optim.h).
  * Errors leave weight unchanged. */
 typedef struct tg_embedding_opts {
     int64_t padding_idx;
     bool scale_grad_by_freq;
     double max_norm;
     double norm_type;
+    bool sparse;
 } tg_embedding_opts;
 #define TG_EMBEDDING_NO_PADDING INT64_MIN
 #define TG_EMBEDDING_OPTS_INIT                                                                \
     {.padding_idx = TG_EMBEDDING_NO_PADDING, .scale_grad_by_freq = false, .max_norm = 0,         \
-     .norm_type = 2}
+     .norm_type = 2, .sparse = false}
 /* tg_embedding with opts (NULL: TG_EMBEDDING_OPTS_INIT, tg_embedding). */
 TG_API int tg_embedding_ex(tg_tensor **out, tg_tensor *weight, tg_tensor *indices,
                            const tg_embedding_opts *opts);

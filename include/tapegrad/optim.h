@@ -1,5 +1,5 @@
 /* tapegrad/optim.h - SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam,
- * Rprop, ASGD and L-BFGS with PyTorch 1.13's update rules.
+ * Rprop, ASGD, L-BFGS and SparseAdam with PyTorch 1.13's update rules.
  *
  *   tg_optimizer *opt;
  *   tg_adam_opts o = TG_ADAM_OPTS_INIT;   // lr 1e-3, betas (0.9, 0.999), eps 1e-8
@@ -216,6 +216,27 @@ typedef struct tg_asgd_opts {
     {.lr = 1e-2, .lambd = 1e-4, .alpha = 0.75, .t0 = 1e6, .weight_decay = 0.0, \
      .maximize = false}
 
+/* torch.optim.SparseAdam, the lazy Adam of sparse gradients (an Embedding
+ * with sparse=true, tapegrad/sparse.h):  t += 1;  g = -g when maximize;
+ * g coalesced (each row once, repeats summed);  then at g's rows only:
+ * m = m + (1 - b1)(g - m);  v = v + (1 - b2)(g^2 - v);
+ * p -= lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps), the other rows
+ * of m, v and p untouched; each step in the parameter's dtype as torch's
+ * sparse_adam computes it (f32: f32 roundings at each of its tensor ops).
+ * State: step, exp_avg, exp_avg_sq (torch's keys; the step an integer
+ * count).  A dense gradient is TG_EUNSUPPORTED at step, as torch's
+ * ("SparseAdam does not support dense gradients, please consider Adam
+ * instead"); f16/bf16 parameters too.  lr > 0, eps > 0, betas in [0, 1),
+ * as torch checks. */
+typedef struct tg_sparse_adam_opts {
+    double lr;
+    double beta1, beta2;   /* torch's betas */
+    double eps;
+    bool maximize;   /* ascend the objective: the gradient's sign flipped */
+} tg_sparse_adam_opts;
+#define TG_SPARSE_ADAM_OPTS_INIT                                              \
+    {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .maximize = false}
+
 /* torch.optim.LBFGS: each step (tg_optimizer_step_closure; it needs the
  * closure) runs up to max_iter L-BFGS iterations over all the parameters
  * as one flat vector: the direction from the last history_size pairs of
@@ -339,6 +360,14 @@ TG_API int tg_rprop_add_param_group(tg_optimizer *opt, int n_params,
                                     tg_tensor *const *params, const tg_rprop_opts *opts);
 TG_API int tg_asgd_add_param_group(tg_optimizer *opt, int n_params, tg_tensor *const *params,
                                    const tg_asgd_opts *opts);
+/* SparseAdam: its constructors and param groups, as the others' above. */
+TG_API int tg_sparse_adam_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
+                              const tg_sparse_adam_opts *opts);
+TG_API int tg_sparse_adam_from_module(tg_optimizer **out, const tg_module *m,
+                                      const tg_sparse_adam_opts *opts);
+TG_API int tg_sparse_adam_add_param_group(tg_optimizer *opt, int n_params,
+                                          tg_tensor *const *params,
+                                          const tg_sparse_adam_opts *opts);
 /* The number of param groups (1 for a new optimizer); 0 for NULL. */
 TG_API int tg_optimizer_param_group_count(const tg_optimizer *opt);
 /* opt.param_groups[group]["lr"].  TG_EINVAL when group is not in
@@ -379,7 +408,19 @@ TG_API int tg_optimizer_set_group_option(tg_optimizer *opt, int group, const cha
  * with grad mode off; writes the parameters in place and bumps their
  * versions.  TG_ESHAPE when a gradient's shape differs from its parameter's
  * (checked for all before any is updated); TG_EINVAL for L-BFGS, which
- * needs tg_optimizer_step_closure. */
+ * needs tg_optimizer_step_closure.
+ * Sparse gradients (tapegrad/sparse.h), as torch 1.13 takes them:
+ * SparseAdam needs them; SGD takes them with weight_decay 0 (torch:
+ * "add(sparse, dense) is not supported") and momentum 0 (torch keeps a
+ * sparse momentum buffer; tapegrad refuses), p -= lr * each stored row in
+ * turn (repeats applied one after another); Adagrad takes them with
+ * weight_decay 0 (torch's "weight_decay option is not compatible with
+ * sparse gradients"): the gradient coalesced, sum += g^2 and
+ * p -= clr * g / (sqrt(sum) + eps) at its rows only.  Every other
+ * optimizer refuses them with torch's words ("Adam does not support sparse
+ * gradients, please consider SparseAdam instead", ...), and so do
+ * f16/bf16 parameters; all TG_EUNSUPPORTED naming the parameter, checked
+ * before any parameter is updated. */
 TG_API int tg_optimizer_step(tg_optimizer *opt);
 /* torch's opt.step(closure): closure(user, &loss) re-evaluates the model
  * (typically: zero the gradients, compute the loss, tg_backward, write the

@@ -57,6 +57,7 @@
 #include "tapegrad/dist.h"
 #include "tapegrad/metrics.h"
 #include "tapegrad/profile.h"
+#include "tapegrad/sparse.h"
 
 #define TG_VERSION_MAJOR 0
 #define TG_VERSION_MINOR 1

@@ -98,7 +98,9 @@ TG_API bool tg_tensor_same_shape(const tg_tensor *a, const tg_tensor *b);
  * Writing through it does not bump the version: call tg_tensor_bump_version()
  * so that autograd can tell a saved tensor changed.  Copies that kernels
  * keep of a weight's values (the packed bf16 operands) are not reused after
- * it, bumped or not; tg_tensor_cdata is the pointer for reading only. */
+ * it, bumped or not; tg_tensor_cdata is the pointer for reading only.
+ * Both are NULL, with the error message set, for a sparse tensor
+ * (tapegrad/sparse.h), which has no dense elements. */
 TG_API void *tg_tensor_data(tg_tensor *t);
 TG_API const void *tg_tensor_cdata(const tg_tensor *t);
 /* True when a and b share a storage. */
@@ -185,7 +187,10 @@ TG_API bool tg_tensor_is_leaf(const tg_tensor *t);
  * which then gets the sum in a new tensor and leaves the shared one as it
  * was (PyTorch adds into it in place even then).  Retain it to keep it
  * beyond that.  tg_optimizer_zero_grad_ex and tg_module_zero_grad_ex with
- * set_to_none false zero it in place by the same rule. */
+ * set_to_none false zero it in place by the same rule.  A parameter used by
+ * an Embedding with sparse=true gets a sparse COO .grad (tapegrad/sparse.h),
+ * which is never added into in place and which zero_grad_ex replaces by one
+ * with no rows. */
 TG_API tg_tensor *tg_tensor_grad(const tg_tensor *t);
 /* Replaces t's gradient (steals grad, also on error; NULL clears it).
  * TG_ESHAPE / TG_EDTYPE when grad's shape or dtype is not t's (as PyTorch's

@@ -37,6 +37,10 @@ static int format_one(char *buf, size_t size, double v)
 char *tg__values_str(char *buf, size_t size, const tg_tensor *t, int max_elems)
 {
     TG_ASSERT(size >= 8);
+    if (t->sparse) {   /* no dense elements to show */
+        snprintf(buf, size, "[sparse, nnz %lld]", (long long)t->sparse->indices->shape[1]);
+        return buf;
+    }
     int64_t n = tg_tensor_numel(t);
     size_t len = (size_t)snprintf(buf, size, "[");
     for (int64_t i = 0; i < n && i < max_elems && len + 32 < size; i++) {

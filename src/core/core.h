@@ -137,6 +137,16 @@ typedef struct tg_hook {
     struct tg_hook *next;
 } tg_hook;
 
+/* The parts of a sparse COO tensor (tapegrad/sparse.h): indices (1, nnz)
+ * int64 and values (nnz, shape[1], ...) of the tensor's dtype, both
+ * contiguous and owned; coalesced when the indices are sorted and unique
+ * (tg_sparse_coalesce made it). */
+typedef struct tg__sparse {
+    tg_tensor *indices;
+    tg_tensor *values;
+    bool coalesced;
+} tg__sparse;
+
 typedef struct tg_post_hook {
     tg_post_accumulate_hook_fn fn;
     void *user;
@@ -159,6 +169,9 @@ struct tg_tensor {
     tg_post_hook *post_hooks;       /* leaves: run once .grad holds this backward's sum */
     int post_hooks_running;         /* > 0 while the engine runs post_hooks */
     char name[32];
+    /* NULL for a dense (strided) tensor.  Else t is sparse COO: these are its
+     * elements, and storage is an empty one that nothing may read. */
+    tg__sparse *sparse;
 };
 
 /* A tensor owns a reference to the node that made it (grad_fn), but core
@@ -554,6 +567,44 @@ void tg__pool_hold(bool hold);
 
 /* Bumps the storage version of t. */
 static inline void tg__bump_version(tg_tensor *t) { t->storage->version++; }
+
+/* ---- sparse COO tensors (src/core/sparse.c) ---- */
+
+/* TG_EUNSUPPORTED naming fn and the argument arg when t is sparse: the
+ * check of every function that reads or writes a tensor's dense elements
+ * (dispatch does it for every op).  TG_OK for a dense or NULL t. */
+static inline int tg__refuse_sparse(const char *fn, const char *arg, const tg_tensor *t)
+{
+    if (!t || !t->sparse) return TG_OK;
+    return tg__error(TG_EUNSUPPORTED, "%s: %s is a sparse COO tensor (a sparse gradient); %s "
+                     "takes dense tensors only (tg_sparse_to_dense makes one)", fn, arg, fn);
+}
+/* A new sparse tensor of dtype dt and shape (ndim >= 1) holding indices
+ * ((1, nnz) int64, contiguous) and values ((nnz, shape[1], ...), dt,
+ * contiguous), both stolen (released also on failure); not checked.  NULL
+ * with TG_ENOMEM set when out of memory. */
+tg_tensor *tg__sparse_new(tg_dtype dt, int ndim, const int64_t *shape, tg_tensor *indices,
+                          tg_tensor *values, bool coalesced);
+/* A sparse tensor of t's dtype and shape with no rows (t sparse or dense). */
+tg_tensor *tg__sparse_empty_like(const tg_tensor *t);
+/* A deep copy of sparse t (new indices and values). */
+int tg__sparse_clone(tg_tensor **out, const tg_tensor *t);
+/* *out = a + b, a gradient sum where a or b is sparse (same dtype and
+ * shape, not checked): both sparse give torch's merge of their rows
+ * (tapegrad/sparse.h; a copy of one when the other has none); a dense one
+ * gives a new dense tensor, the dense values plus each sparse row in order,
+ * one rounding per addition. */
+int tg__sparse_grad_sum(tg_tensor **out, const tg_tensor *a, const tg_tensor *b);
+/* dense += sparse in place, as tg__sparse_grad_sum adds (dense contiguous
+ * from offset 0, the same dtype and shape; not checked); bumps the version. */
+void tg__sparse_add_into(tg_tensor *dense, const tg_tensor *sparse);
+/* The coalesced indices and values of sparse t: *rows (n int64, sorted,
+ * unique) and *vals (n * row_numel doubles, each row the sum in double of
+ * its stored rows in order, rounded once to t's dtype), both malloc'd;
+ * NULL with n 0 when t has no rows.  TG_ENOMEM. */
+int tg__sparse_coalesced_rows(const tg_tensor *t, int64_t **rows, double **vals, int64_t *n);
+/* The elements per row of sparse t (shape[1] * ... ). */
+int64_t tg__sparse_row_numel(const tg_tensor *t);
 
 /* ---- in-place passes over parameters' gradients (src/core/grad_pass.c) ---- */
 

@@ -18,6 +18,9 @@ int tg__check_param_list(const char *fn, int n, tg_tensor *const *params, bool f
         TG_CHECK(!float_grads || !g || tg_dtype_is_float(g->dtype), TG_EDTYPE,
                  "%s: params[%d]'s gradient has dtype %s; float dtypes only", fn, i,
                  tg_dtype_name(g ? g->dtype : TG_F32));
+        TG_CHECK(!g || !g->sparse, TG_EUNSUPPORTED,
+                 "%s: params[%d]'s gradient is sparse (an Embedding with sparse=true); %s "
+                 "takes dense gradients only", fn, i, fn);
     }
     return TG_OK;
 }

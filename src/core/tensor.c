@@ -231,6 +231,7 @@ int tg_tensor_to_dtype(tg_tensor **out, const tg_tensor *t, tg_dtype dt)
     TG_CHECK(out != NULL, TG_EINVAL, "tensor_to_dtype: out must not be NULL");
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_to_dtype: t must not be NULL");
     TG_TRY(tg__check_dtype("tensor_to_dtype", dt));
+    TG_TRY(tg__refuse_sparse("tensor_to_dtype", "t", t));
     tg_tensor *c = tg__tensor_uninit(dt, t->ndim, t->shape);   /* tg__gather writes all */
     if (!c) return TG_ENOMEM;
     tg__gather(t, dt, c->storage->data);
@@ -272,6 +273,7 @@ int tg_tensor_clone(tg_tensor **out, const tg_tensor *t)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "tensor_clone: out must not be NULL");
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_clone: t must not be NULL");
+    if (t->sparse) return tg__sparse_clone(out, t);
     return tg_tensor_to_dtype(out, t, t->dtype);
 }
 
@@ -279,6 +281,7 @@ int tg_tensor_contiguous(tg_tensor **out, tg_tensor *t)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "tensor_contiguous: out must not be NULL");
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_contiguous: t must not be NULL");
+    TG_TRY(tg__refuse_sparse("tensor_contiguous", "t", t));
     if (tg_tensor_is_contiguous(t)) {
         *out = tg_tensor_retain(t);
         return TG_OK;
@@ -290,6 +293,7 @@ int tg_tensor_detach(tg_tensor **out, tg_tensor *t)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "tensor_detach: out must not be NULL");
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_detach: t must not be NULL");
+    TG_TRY(tg__refuse_sparse("tensor_detach", "t", t));
     tg_tensor *d = tg__tensor_view_of(t->storage, t->dtype, t->ndim, t->shape, t->strides,
                                       t->offset);
     if (!d) return TG_ENOMEM;
@@ -324,6 +328,11 @@ void tg_tensor_release(tg_tensor *t)
         next = h->next;
         free(h);
     }
+    if (t->sparse) {
+        tg_tensor_release(t->sparse->indices);
+        tg_tensor_release(t->sparse->values);
+        free(t->sparse);
+    }
     tg__storage_release(t->storage);
     free(t);
 }
@@ -348,7 +357,7 @@ int64_t tg_tensor_dim(const tg_tensor *t, int dim)
 
 bool tg_tensor_is_contiguous(const tg_tensor *t)
 {
-    if (!t) return false;
+    if (!t || t->sparse) return false;
     /* Row-major: walking from the last dim, each stride equals the product
      * of the extents after it; dims of extent 1 are never stepped over, so
      * their strides do not matter, and an empty tensor is trivially so. */
@@ -372,14 +381,14 @@ bool tg_tensor_same_shape(const tg_tensor *a, const tg_tensor *b)
 
 void *tg_tensor_data(tg_tensor *t)
 {
-    if (!t) return NULL;
+    if (!t || tg__refuse_sparse("tensor_data", "t", t) < 0) return NULL;
     atomic_fetch_add_explicit(&t->storage->handed, 1, memory_order_relaxed);
     return (char *)t->storage->data + t->offset * (int64_t)tg_dtype_size(t->dtype);
 }
 
 const void *tg_tensor_cdata(const tg_tensor *t)
 {
-    if (!t) return NULL;
+    if (!t || tg__refuse_sparse("tensor_cdata", "t", t) < 0) return NULL;
     return (const char *)t->storage->data + t->offset * (int64_t)tg_dtype_size(t->dtype);
 }
 
@@ -400,6 +409,8 @@ void tg_tensor_bump_version(tg_tensor *t)
 int tg_tensor_copy_(tg_tensor *dst, const tg_tensor *src)
 {
     TG_CHECK(dst != NULL && src != NULL, TG_EINVAL, "tensor_copy_: dst and src must not be NULL");
+    TG_TRY(tg__refuse_sparse("tensor_copy_", "dst", dst));
+    TG_TRY(tg__refuse_sparse("tensor_copy_", "src", src));
     char sb[160], db[160];
     const int wide = tg__expanded_dim(dst);   /* as torch: it would keep one value */
     TG_CHECK(wide < 0, TG_EINVAL,
@@ -449,6 +460,7 @@ int tg_tensor_copy_(tg_tensor *dst, const tg_tensor *src)
 int tg_tensor_print(FILE *f, const tg_tensor *t, int64_t max_elems)
 {
     TG_CHECK(f != NULL && t != NULL, TG_EINVAL, "tensor_print: f and t must not be NULL");
+    TG_TRY(tg__refuse_sparse("tensor_print", "t", t));
     char sb[160];
     int64_t n = tg__numel(t->ndim, t->shape);
     int64_t shown = max_elems < 0 ? 0 : (n < max_elems ? n : max_elems);

@@ -254,6 +254,7 @@ static int tg__flat_index(const char *what, const tg_tensor *t, int64_t i, int64
 int tg_tensor_get(const tg_tensor *t, const int64_t *idx, double *out)
 {
     TG_CHECK(t != NULL && out != NULL, TG_EINVAL, "tensor_get: t and out must not be NULL");
+    TG_TRY(tg__refuse_sparse("tensor_get", "t", t));
     int64_t pos = 0;
     TG_TRY(tg__elem_index("tensor_get", t, idx, &pos));
     *out = tg_dtype_load(t->dtype, t->storage->data, pos);
@@ -263,6 +264,7 @@ int tg_tensor_get(const tg_tensor *t, const int64_t *idx, double *out)
 int tg_tensor_set(tg_tensor *t, const int64_t *idx, double v)
 {
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_set: t must not be NULL");
+    TG_TRY(tg__refuse_sparse("tensor_set", "t", t));
     int64_t pos = 0;
     TG_TRY(tg__elem_index("tensor_set", t, idx, &pos));
     TG_TRY(tg__check_value("tensor_set", t->dtype, v));
@@ -274,6 +276,7 @@ int tg_tensor_set(tg_tensor *t, const int64_t *idx, double v)
 int tg_tensor_get_flat(const tg_tensor *t, int64_t i, double *out)
 {
     TG_CHECK(t != NULL && out != NULL, TG_EINVAL, "tensor_get_flat: t and out must not be NULL");
+    TG_TRY(tg__refuse_sparse("tensor_get_flat", "t", t));
     int64_t pos = 0;
     TG_TRY(tg__flat_index("tensor_get_flat", t, i, &pos));
     *out = tg_dtype_load(t->dtype, t->storage->data, pos);
@@ -286,6 +289,7 @@ double tg_tensor_item(const tg_tensor *t)
         tg__error(TG_EINVAL, "tensor_item: t must not be NULL");
         return NAN;
     }
+    if (tg__refuse_sparse("tensor_item", "t", t) < 0) return NAN;
     int64_t n = tg__numel(t->ndim, t->shape);
     if (n != 1) {
         tg__error(TG_EINVAL, "tensor_item: t has %lld elements; item needs exactly one",
@@ -298,6 +302,7 @@ double tg_tensor_item(const tg_tensor *t)
 int tg_tensor_set_flat(tg_tensor *t, int64_t i, double v)
 {
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_set_flat: t must not be NULL");
+    TG_TRY(tg__refuse_sparse("tensor_set_flat", "t", t));
     int64_t pos = 0;
     TG_TRY(tg__flat_index("tensor_set_flat", t, i, &pos));
     TG_TRY(tg__check_value("tensor_set_flat", t->dtype, v));
@@ -309,6 +314,7 @@ int tg_tensor_set_flat(tg_tensor *t, int64_t i, double v)
 int tg__set_flat_rounded(tg_tensor *t, int64_t i, double v)
 {
     int64_t pos = 0;
+    TG_TRY(tg__refuse_sparse("tensor_set_flat", "t", t));
     TG_TRY(tg__flat_index("tensor_set_flat", t, i, &pos));
     tg_dtype_store(t->dtype, t->storage->data, pos, v);
     tg__bump_version(t);
@@ -318,6 +324,7 @@ int tg__set_flat_rounded(tg_tensor *t, int64_t i, double v)
 int tg_tensor_to_doubles(const tg_tensor *t, double *dst, int64_t n)
 {
     TG_CHECK(t != NULL && dst != NULL, TG_EINVAL, "tensor_to_doubles: t and dst must not be NULL");
+    TG_TRY(tg__refuse_sparse("tensor_to_doubles", "t", t));
     int64_t numel = tg__numel(t->ndim, t->shape);
     TG_CHECK(n == numel, TG_EINVAL, "tensor_to_doubles: n=%lld must equal numel=%lld",
              (long long)n, (long long)numel);
@@ -359,6 +366,7 @@ int tg__check_value(const char *what, tg_dtype dt, double v)
 int tg_tensor_fill(tg_tensor *t, double v)
 {
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_fill: t must not be NULL");
+    TG_TRY(tg__refuse_sparse("tensor_fill", "t", t));
     TG_TRY(tg__check_value("tensor_fill", t->dtype, v));
     /* Convert once, then repeat that element (buffer step 0) over the view. */
     _Alignas(8) unsigned char elem[8];

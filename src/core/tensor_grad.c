@@ -9,6 +9,7 @@ int tg_tensor_set_requires_grad(tg_tensor *t, bool requires_grad)
 {
     TG_CHECK(t != NULL, TG_EINVAL, "tensor_set_requires_grad: t must not be NULL");
     if (t->requires_grad == requires_grad) return TG_OK;   /* nothing changes */
+    TG_TRY(tg__refuse_sparse("tensor_set_requires_grad", "t", t));
     char nb[48];
     TG_CHECK(t->grad_fn == NULL, TG_EGRAD,
              "tensor_set_requires_grad: t%s is not a leaf (only leaves may change "
@@ -54,8 +55,8 @@ void tg_tensor_zero_grad(tg_tensor *t)
 
 bool tg__grad_is_own(const tg_tensor *g)
 {
-    return !g->requires_grad && !g->grad_fn && g->refcount == 1 && g->storage->refcount == 1 &&
-           tg_tensor_is_contiguous(g);
+    return !g->sparse && !g->requires_grad && !g->grad_fn && g->refcount == 1 &&
+           g->storage->refcount == 1 && tg_tensor_is_contiguous(g);
 }
 
 int tg__zero_grads_in_place(int n, tg_tensor *const *ts)
@@ -65,7 +66,10 @@ int tg__zero_grads_in_place(int n, tg_tensor *const *ts)
     for (int i = 0; i < n; i++) {   /* a new zero tensor for each shared .grad, first */
         const tg_tensor *g = ts[i] ? ts[i]->grad : NULL;
         if (!g || tg__grad_is_own(g)) continue;
-        if (!(fresh[i] = tg__tensor_empty(g->dtype, g->ndim, g->shape))) {
+        /* a sparse .grad becomes one with no rows (torch's zero_() of it) */
+        fresh[i] = g->sparse ? tg__sparse_empty_like(g) : tg__tensor_empty(g->dtype, g->ndim,
+                                                                           g->shape);
+        if (!fresh[i]) {
             for (int j = 0; j < i; j++) tg_tensor_release(fresh[j]);
             free(fresh);
             return TG_ENOMEM;

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "dist/ddp_internal.h"
+#include "tapegrad/sparse.h"
 
 static void reset_step(tg_ddp *ddp)
 {
@@ -106,6 +107,9 @@ static int copy_in(tg_ddp *ddp, ddp_slot *s)
         zero_in(ddp, s);
         return TG_OK;
     }
+    TG_CHECK(!tg_tensor_is_sparse(g), TG_EUNSUPPORTED,
+             "ddp: a parameter's gradient is sparse (an Embedding with sparse=true); DDP "
+             "averages dense gradients only");
     if (tg_tensor_is_contiguous(g)) {
         fill_slot(ddp, s, tg_tensor_cdata(g));
     } else {

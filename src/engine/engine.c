@@ -105,7 +105,8 @@ static int accumulate(tg_tensor **slot, tg_tensor *g)
         return TG_OK;
     }
     tg_tensor *sum = NULL;
-    TG_TRY(tg_add(&sum, *slot, g));
+    if ((*slot)->sparse || g->sparse) TG_TRY(tg__sparse_grad_sum(&sum, *slot, g));
+    else TG_TRY(tg_add(&sum, *slot, g));
     tg_tensor_release(*slot);
     *slot = sum;
     return TG_OK;
@@ -128,7 +129,7 @@ static bool sums_in_place(const engine *e, const tg_tensor *t, const tg_meta *m)
  * new one each. */
 static int accumulate_pending(const engine *e, tg_tensor **slot, tg_tensor *g, const tg_meta *m)
 {
-    if (sums_in_place(e, *slot, m)) return tg__add_over(*slot, g);
+    if (!g->sparse && sums_in_place(e, *slot, m)) return tg__add_over(*slot, g);
     return accumulate(slot, g);
 }
 
@@ -214,6 +215,7 @@ static int finalize_leaf(const engine *e, tg_tensor *leaf)
 {
     tg_tensor *g = leaf->grad, *c = NULL;
     if (e->req.create_graph || !g || tg__grad_is_own(g)) return TG_OK;
+    if (g->sparse && g->refcount == 1) return TG_OK;   /* its parts are its own */
     TG_TRY(tg_tensor_clone(&c, g));
     tg_tensor_set_grad(leaf, c);
     return TG_OK;
@@ -230,6 +232,10 @@ static int finalize_leaf(const engine *e, tg_tensor *leaf)
 static int accumulate_leaf(const engine *e, tg_tensor *leaf, tg_tensor *h, const tg_meta *m)
 {
     tg_tensor *g = leaf->grad;
+    if (sums_in_place(e, g, m) && h->sparse) {   /* a dense .grad takes a sparse sum in place */
+        tg__sparse_add_into(g, h);
+        return TG_OK;
+    }
     if (sums_in_place(e, g, m)) return tg__add_over(g, h);
     return accumulate(&leaf->grad, h);
 }
@@ -411,6 +417,13 @@ static int run_node(engine *e, tg_node *n)
     rc = run_hooks(&n->hooks, &g);
     if (rc >= 0) rc = check_grad("a hook", 0, g, &n->out_meta);
     if (rc < 0) goto done;
+    if (g->sparse) {   /* no backward reads a sparse gradient (tapegrad/sparse.h) */
+        rc = tg__error(TG_EUNSUPPORTED, "%s: its backward was handed a sparse gradient; a "
+                                        "sparse gradient (an Embedding with sparse=true) may "
+                                        "only go to a leaf, such as the embedding's weight",
+                       n->op->name);
+        goto done;
+    }
     if (n->released) {
         rc = tg__error(TG_EGRAD, "%s: backward through a graph that was already freed: "
                                  "pass retain_graph", n->op->name);

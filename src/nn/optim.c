@@ -25,6 +25,7 @@ bool tg__opt_has_buf(tg__opt_kind k, const tg__opt_hparams *h, int j)
     case TG__OPT_RPROP: return j < 2;
     case TG__OPT_LBFGS: return false;   /* its state is optim_lbfgs.c's */
     case TG__OPT_ASGD: return j == 0;
+    case TG__OPT_SPARSE_ADAM: return j < 2;
     default: return j < 2 || (j == 2 && h->amsgrad);
     }
 }
@@ -32,7 +33,7 @@ bool tg__opt_has_buf(tg__opt_kind k, const tg__opt_hparams *h, int j)
 bool tg__opt_momentum_is_beta1(tg__opt_kind k)
 {
     return k == TG__OPT_ADAM || k == TG__OPT_ADAMW || k == TG__OPT_ADAMAX ||
-           k == TG__OPT_NADAM || k == TG__OPT_RADAM;
+           k == TG__OPT_NADAM || k == TG__OPT_RADAM || k == TG__OPT_SPARSE_ADAM;
 }
 
 const char *tg__opt_buf_name(tg__opt_kind k, int j)
@@ -58,6 +59,7 @@ int tg__opt_n_buf_names(tg__opt_kind k)
     if (k == TG__OPT_LBFGS) return 0;
     if (k == TG__OPT_SGD || k == TG__OPT_ADAGRAD || k == TG__OPT_ASGD) return 1;
     if (k == TG__OPT_ADAM || k == TG__OPT_ADAMW || k == TG__OPT_RMSPROP) return TG__OPT_MAX_BUFS;
+    /* SparseAdam: exp_avg and exp_avg_sq, Adam's first two names */
     return 2;
 }
 
@@ -65,7 +67,7 @@ const char *tg__opt_kind_name(tg__opt_kind k)
 {
     static const char *const names[] = {"sgd",    "adam",  "adamw", "rmsprop",  "adagrad",
                                         "adamax", "nadam", "radam", "adadelta", "rprop",
-                                        "lbfgs",  "asgd"};
+                                        "lbfgs",  "asgd",  "sparse_adam"};
     _Static_assert(sizeof names / sizeof *names == TG__OPT_N_KINDS, "a name per kind");
     return names[k];
 }
@@ -150,6 +152,8 @@ OPTIMIZER(adadelta, TG__OPT_ADADELTA, tg_adadelta_opts, tg__opt_adadelta_hparams
 OPTIMIZER(rprop, TG__OPT_RPROP, tg_rprop_opts, tg__opt_rprop_hparams, TG_RPROP_OPTS_INIT)
 OPTIMIZER(asgd, TG__OPT_ASGD, tg_asgd_opts, tg__opt_asgd_hparams, TG_ASGD_OPTS_INIT)
 OPTIMIZER(lbfgs, TG__OPT_LBFGS, tg_lbfgs_opts, tg__opt_lbfgs_hparams, TG_LBFGS_OPTS_INIT)
+OPTIMIZER(sparse_adam, TG__OPT_SPARSE_ADAM, tg_sparse_adam_opts, tg__opt_sparse_adam_hparams,
+          TG_SPARSE_ADAM_OPTS_INIT)
 #undef OPTIMIZER
 
 void tg_optimizer_free(tg_optimizer *opt)
@@ -168,14 +172,18 @@ void tg_optimizer_free(tg_optimizer *opt)
 
 /* ---- step ----------------------------------------------------------------- */
 
-/* Every gradient must be a float tensor of its parameter's shape; returns the
- * largest parameter size in *max_numel. */
+/* Every gradient must be a float tensor of its parameter's shape, sparse
+ * or dense as its kind takes it (tg__opt_check_sparse); returns the largest
+ * parameter size in *max_numel. */
 static int check_grads(const tg_optimizer *o, int64_t *max_numel)
 {
     *max_numel = 1;
     for (int i = 0; i < o->n; i++) {
         const tg_tensor *p = o->params[i], *g = p->grad;
         if (!g) continue;
+        int gi = 0;
+        while (i >= o->groups[gi].end) gi++;
+        TG_TRY(tg__opt_check_sparse(o->kind, &o->groups[gi].h, i, p, g));
         TG_CHECK(tg_dtype_is_float(g->dtype), TG_EDTYPE,
                  "optimizer_step: params[%d].grad has dtype %s; float dtypes only", i,
                  tg_dtype_name(g->dtype));
@@ -296,11 +304,13 @@ static int optimizer_step(tg_optimizer *opt)
                     tg_tensor_release(opt->state[i].buf[j]);
                     opt->state[i].buf[j] = fresh[i][j];
                 }
-            update_one(opt, &g->h, i, first, pbuf, gbuf);
+            if (rc < 0) continue;   /* out of memory: the later buffers installed, unused */
+            if (opt->params[i]->grad->sparse) rc = tg__opt_sparse_update(opt, &g->h, i);
+            else update_one(opt, &g->h, i, first, pbuf, gbuf);
         }
     }
     tg_set_grad_enabled(prev);
-    opt->steps++;
+    if (rc >= 0) opt->steps++;
 done:
     tg__work_free(pbuf);
     tg__work_free(gbuf);

@@ -16,6 +16,12 @@ tg__opt_hparams tg__opt_sgd_hparams(const tg_sgd_opts *o)
                              .maximize = o->maximize};
 }
 
+tg__opt_hparams tg__opt_sparse_adam_hparams(const tg_sparse_adam_opts *o)
+{
+    return (tg__opt_hparams){.lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
+                             .maximize = o->maximize};
+}
+
 tg__opt_hparams tg__opt_adam_hparams(const tg_adam_opts *o)
 {
     return (tg__opt_hparams){.lr = o->lr, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
@@ -182,6 +188,12 @@ int tg__opt_check_hparams(tg__opt_kind k, const tg__opt_hparams *h, const char *
                  hp_name(n, prefix, g, "rho", "rho", -1), h->rho);
         return TG_OK;
     }
+    if (k == TG__OPT_SPARSE_ADAM) {   /* torch's checks: 0 < lr, 0 < eps */
+        TG_CHECK(h->lr > 0, TG_EINVAL, "%s: %s=%g must be > 0", what,
+                 hp_name(n, prefix, g, "lr", "lr", -1), h->lr);
+        TG_CHECK(h->eps > 0, TG_EINVAL, "%s: %s=%g must be > 0", what,
+                 hp_name(n, prefix, g, "eps", "eps", -1), h->eps);
+    }
     if (k == TG__OPT_NADAM)
         TG_CHECK(h->momentum_decay >= 0, TG_EINVAL, "%s: %s=%g must be >= 0", what,
                  hp_name(n, prefix, g, "momentum_decay", "momentum_decay", -1),
@@ -271,13 +283,14 @@ static int check_family(const char *what, const tg_optimizer *opt, tg__opt_kind 
 {
     static const char *const adds[] = {"an SGD", "Adam and AdamW", "Adam and AdamW",
                                        "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam",
-                                       "Adadelta", "Rprop", "L-BFGS", "ASGD"};
+                                       "Adadelta", "Rprop", "L-BFGS", "ASGD", "SparseAdam"};
     static const char *const fns[] = {"tg_sgd_add_param_group", "tg_adam_add_param_group",
                                       "tg_adam_add_param_group", "tg_rmsprop_add_param_group",
                                       "tg_adagrad_add_param_group", "tg_adamax_add_param_group",
                                       "tg_nadam_add_param_group", "tg_radam_add_param_group",
                                       "tg_adadelta_add_param_group", "tg_rprop_add_param_group",
-                                      "none", "tg_asgd_add_param_group"};
+                                      "none", "tg_asgd_add_param_group",
+                                      "tg_sparse_adam_add_param_group"};
     _Static_assert(sizeof adds / sizeof *adds == TG__OPT_N_KINDS &&
                    sizeof fns / sizeof *fns == TG__OPT_N_KINDS, "an entry per kind");
     TG_CHECK(opt != NULL, TG_EINVAL, "%s: opt must not be NULL", what);
@@ -311,6 +324,7 @@ ADD_GROUP(radam, TG__OPT_RADAM, tg_radam_opts, tg__opt_radam_hparams)
 ADD_GROUP(adadelta, TG__OPT_ADADELTA, tg_adadelta_opts, tg__opt_adadelta_hparams)
 ADD_GROUP(rprop, TG__OPT_RPROP, tg_rprop_opts, tg__opt_rprop_hparams)
 ADD_GROUP(asgd, TG__OPT_ASGD, tg_asgd_opts, tg__opt_asgd_hparams)
+ADD_GROUP(sparse_adam, TG__OPT_SPARSE_ADAM, tg_sparse_adam_opts, tg__opt_sparse_adam_hparams)
 #undef ADD_GROUP
 
 int tg_optimizer_param_group_count(const tg_optimizer *opt) { return opt ? opt->n_groups : 0; }

@@ -18,6 +18,7 @@ typedef enum tg__opt_kind {
     TG__OPT_RPROP,
     TG__OPT_LBFGS,
     TG__OPT_ASGD,
+    TG__OPT_SPARSE_ADAM,
     TG__OPT_N_KINDS   /* the count, for tables indexed by kind */
 } tg__opt_kind;
 
@@ -92,6 +93,7 @@ tg__opt_hparams tg__opt_adadelta_hparams(const tg_adadelta_opts *o);
 tg__opt_hparams tg__opt_rprop_hparams(const tg_rprop_opts *o);
 tg__opt_hparams tg__opt_lbfgs_hparams(const tg_lbfgs_opts *o);
 tg__opt_hparams tg__opt_asgd_hparams(const tg_asgd_opts *o);
+tg__opt_hparams tg__opt_sparse_adam_hparams(const tg_sparse_adam_opts *o);
 
 /* TG_EINVAL unless h is valid for kind k: the rules of the constructors
  * (optim.h).  The message names each value as the constructors' option
@@ -200,6 +202,15 @@ void tg__rprop_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const voi
 /* ASGD; st->eta and st->mu must hold lr and 1 before the first step. */
 void tg__asgd_update(const tg__opt_hparams *h, tg_dtype cdt, void *p, const void *g,
                      tg__opt_state *st, int64_t n);
+
+/* Sparse gradients (optim_sparse.c).  tg__opt_check_sparse: TG_EUNSUPPORTED
+ * naming params[i] when its gradient g's layout (sparse or dense) is not
+ * one kind k takes with h (tapegrad/optim.h's rules, torch's messages).
+ * tg__opt_sparse_update: parameter i's update with its sparse gradient
+ * (SGD, Adagrad, SparseAdam), its state made already; bumps its version. */
+int tg__opt_check_sparse(tg__opt_kind k, const tg__opt_hparams *h, int i, const tg_tensor *p,
+                         const tg_tensor *g);
+int tg__opt_sparse_update(tg_optimizer *o, const tg__opt_hparams *h, int i);
 
 /* L-BFGS's state, torch's state of the first parameter. */
 struct tg__lbfgs {

@@ -55,16 +55,31 @@ int64_t tg__lbfgs_size(const tg_optimizer *o)
 
 /* ---- the flat vector ------------------------------------------------------ */
 
-/* The gradients as one vector (zeros for a parameter without one). */
-static void gather_grad(const tg_optimizer *o, double *g)
+/* The gradients as one vector (zeros for a parameter without one; a sparse
+ * one as its dense sum, torch's to_dense()).  TG_ENOMEM only. */
+static int gather_grad(const tg_optimizer *o, double *g)
 {
     for (int i = 0; i < o->n; i++) {
         const tg_tensor *p = o->params[i];
         const int64_t m = tg_tensor_numel(p);
-        if (p->grad) tg__gather(p->grad, TG_F64, g);
-        else memset(g, 0, (size_t)m * sizeof *g);
+        if (p->grad && p->grad->sparse) {
+            int64_t *rows, nr;
+            double *vals;
+            TG_TRY(tg__sparse_coalesced_rows(p->grad, &rows, &vals, &nr));
+            const int64_t rn = tg__sparse_row_numel(p->grad);
+            memset(g, 0, (size_t)m * sizeof *g);
+            for (int64_t q = 0; q < nr; q++)
+                memcpy(g + rows[q] * rn, vals + q * rn, (size_t)rn * sizeof *g);
+            free(rows);
+            free(vals);
+        } else if (p->grad) {
+            tg__gather(p->grad, TG_F64, g);
+        } else {
+            memset(g, 0, (size_t)m * sizeof *g);
+        }
         g += m;
     }
+    return TG_OK;
 }
 
 static void params_get(const tg_optimizer *o, double *x)
@@ -124,8 +139,7 @@ static int evaluate(eval_ctx *c, double *loss, double *g)
     int rc = c->closure(c->user, loss);
     tg_set_grad_enabled(prev);
     if (rc < 0) return rc;
-    if (g) gather_grad(c->o, g);
-    return TG_OK;
+    return g ? gather_grad(c->o, g) : TG_OK;
 }
 
 /* torch's _directional_evaluate: the loss and gradient at x + t d, the

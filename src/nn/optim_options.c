@@ -10,8 +10,8 @@
 
 enum {   /* the kinds that have an entry */
     K_SGD = 1, K_ADAM = 2, K_RMS = 4, K_ADAGRAD = 8, K_ADAMAX = 16, K_NADAM = 32, K_RADAM = 64,
-    K_ADADELTA = 128, K_RPROP = 256, K_LBFGS = 512, K_ASGD = 1024,
-    K_BETAS = K_ADAM | K_ADAMAX | K_NADAM | K_RADAM,
+    K_ADADELTA = 128, K_RPROP = 256, K_LBFGS = 512, K_ASGD = 1024, K_SPARSE_ADAM = 2048,
+    K_BETAS = K_ADAM | K_ADAMAX | K_NADAM | K_RADAM | K_SPARSE_ADAM,
 };
 #define HP(field) offsetof(tg__opt_hparams, field)
 const tg__hp_entry tg__opt_hps[] = {
@@ -39,10 +39,12 @@ const tg__hp_entry tg__opt_hps[] = {
     {"tolerance_change", NULL, NULL, K_LBFGS, TG__HP_REAL, HP(tolerance_change), 0},
     {"history_size", NULL, NULL, K_LBFGS, TG__HP_REAL, HP(history_size), 0},
     {"line_search_fn", NULL, NULL, K_LBFGS, TG__HP_FLAG, HP(strong_wolfe), 0},   /* 1: wolfe */
-    {"weight_decay", NULL, NULL, K_SGD | K_BETAS | K_RMS | K_ADAGRAD | K_ADADELTA | K_ASGD,
+    {"weight_decay", NULL, NULL,
+     K_SGD | (K_BETAS & ~K_SPARSE_ADAM) | K_RMS | K_ADAGRAD | K_ADADELTA | K_ASGD,
      TG__HP_REAL, HP(weight_decay), 0},
     {"maximize", NULL, NULL,
-     K_SGD | K_ADAM | K_RMS | K_ADAGRAD | K_ADAMAX | K_ADADELTA | K_RPROP | K_ASGD, TG__HP_FLAG,
+     K_SGD | K_ADAM | K_RMS | K_ADAGRAD | K_ADAMAX | K_ADADELTA | K_RPROP | K_ASGD |
+         K_SPARSE_ADAM, TG__HP_FLAG,
      HP(maximize), 0},
 };
 #undef HP
@@ -51,7 +53,8 @@ const int tg__opt_n_hps = (int)(sizeof tg__opt_hps / sizeof *tg__opt_hps);
 bool tg__opt_hp_of(const tg__hp_entry *e, tg__opt_kind k)
 {
     static const unsigned bit[] = {K_SGD,   K_ADAM,  K_ADAM,     K_RMS,   K_ADAGRAD, K_ADAMAX,
-                                   K_NADAM, K_RADAM, K_ADADELTA, K_RPROP, K_LBFGS,   K_ASGD};
+                                   K_NADAM, K_RADAM, K_ADADELTA, K_RPROP, K_LBFGS,   K_ASGD,
+                                   K_SPARSE_ADAM};
     _Static_assert(sizeof bit / sizeof *bit == TG__OPT_N_KINDS, "a bit per kind");
     return (e->kinds & bit[k]) != 0;
 }

@@ -188,6 +188,13 @@ static int op_call(const tg_op_schema *op, tg_tensor **out, int n, tg_tensor *co
     TG_CHECK(params_size == 0 || params != NULL, TG_EINVAL,
              "%s: params must not be NULL when params_size=%zu", op->name, params_size);
 
+    /* A sparse COO tensor (a sparse gradient) has no dense elements for a
+     * forward to read: every op refuses it here (tapegrad/sparse.h). */
+    for (int i = 0; i < n; i++)
+        if (in[i] && in[i]->sparse)
+            return tg__error(TG_EUNSUPPORTED, "%s: input %d is a sparse COO tensor (a sparse "
+                             "gradient); ops take dense tensors only (tg_sparse_to_dense makes "
+                             "one)", op->name, i);
     tg_tensor *eff[TG_NODE_MAX_INPUTS], *casts[TG_NODE_MAX_INPUTS];
     TG_TRY(apply_amp(op, n, in, eff, casts));
 

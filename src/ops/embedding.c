@@ -26,17 +26,9 @@
 #include "ops/pointwise_internal.h"
 #include "tapegrad/ops.h"
 
-typedef struct emb_params {
-    int64_t num_rows;      /* V: embedding_backward's result has V rows */
-    int64_t padding_idx;   /* in [0, V), or -1 for none */
-    bool scale_by_freq;    /* gradient rows divided by their index's count */
-    bool adjoint;          /* embedding as embedding_backward's adjoint */
-} emb_params;
-
 static const tg_op_schema embedding_op, embedding_backward_op;
 
-/* The indices as int64 (malloc'd), each checked to be in [0, V). */
-static int read_indices(const char *op, const tg_tensor *idx, int64_t V, int64_t **out)
+int tg__embedding_read_indices(const char *op, const tg_tensor *idx, int64_t V, int64_t **out)
 {
     int64_t m = tg_tensor_numel(idx);
     int64_t *v = tg__malloc((size_t)(m > 0 ? m : 1) * sizeof *v);
@@ -118,8 +110,8 @@ static int check_inputs(const char *op, const tg_tensor *w, const tg_tensor *idx
 }
 
 /* in[0] weight (V, D), in[1] indices (...). */
-static int embedding_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
-                             const void *params)
+int tg__embedding_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                          const void *params)
 {
     tg_tensor *w = in[0], *idx = in[1];
     TG_TRY(check_inputs("embedding", w, idx));
@@ -128,7 +120,7 @@ static int embedding_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *con
     TG_CHECK(p->padding_idx < V, TG_EINVAL, "embedding: padding_idx=%lld must be below V=%lld",
              (long long)p->padding_idx, (long long)V);
     int64_t *iv = NULL;
-    TG_TRY(read_indices("embedding", idx, V, &iv));
+    TG_TRY(tg__embedding_read_indices("embedding", idx, V, &iv));
     int64_t shape[TG_MAX_DIMS];
     memcpy(shape, idx->shape, sizeof(int64_t) * (size_t)idx->ndim);
     shape[idx->ndim] = D;
@@ -161,7 +153,7 @@ static int embedding_backward_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_te
     tg_tensor *g = in[0], *idx = in[1];
     const int64_t m = tg_tensor_numel(idx), D = g->shape[g->ndim - 1];
     int64_t *iv = NULL;
-    TG_TRY(read_indices("embedding_backward", idx, p->num_rows, &iv));
+    TG_TRY(tg__embedding_read_indices("embedding_backward", idx, p->num_rows, &iv));
     double *gv = tg__malloc((size_t)(m * D > 0 ? m * D : 1) * sizeof *gv), *f = NULL;
     double *acc = tg__calloc((size_t)(p->num_rows * D > 0 ? p->num_rows * D : 1), sizeof *acc);
     tg_tensor *r = tg__tensor_uninit(g->dtype, 2, (int64_t[]){p->num_rows, D});
@@ -223,7 +215,8 @@ static int embedding_backward_into(tg_ctx *ctx, tg_tensor *g, tg_tensor *acc)
     double *gv = tg__malloc((size_t)(m * D) * sizeof *gv), *f = NULL, *sum = NULL;
     rows = tg__malloc((size_t)m * sizeof *rows);
     sum = tg__malloc((size_t)(m * D) * sizeof *sum);   /* (picked rows, D) */
-    int rc = slot && gv && rows && sum ? read_indices("embedding", idx, V, &iv) : TG_ENOMEM;
+    int rc = slot && gv && rows && sum ? tg__embedding_read_indices("embedding", idx, V, &iv)
+                                       : TG_ENOMEM;
     if (rc >= 0) rc = row_factors(p, iv, m, V, &f);
     int64_t n = 0;
     if (rc >= 0) {
@@ -269,7 +262,7 @@ static int embedding_backward_backward(tg_ctx *ctx, tg_tensor *h, tg_tensor **gi
 }
 
 static const tg_op_schema embedding_op = {.name = "embedding", .arity = 2, .amp = TG_AMP_KEEP,
-                                    .forward = embedding_forward,
+                                    .forward = tg__embedding_forward,
                                     .backward = embedding_backward, .double_backward = true,
                                     .vjp = "dweight = g's rows added into the rows they were "
                                            "picked from (embedding_backward; none into "
@@ -341,6 +334,9 @@ int tg__embedding_opts(tg_embedding_opts *o, const tg_embedding_opts *opts, int6
                  (long long)o->padding_idx, (long long)-V, (long long)V);
         if (o->padding_idx < 0) o->padding_idx += V;
     }
+    TG_CHECK(!o->sparse || !o->scale_grad_by_freq, TG_EINVAL,
+             "%s: scale_grad_by_freq is not supported with sparse gradients (sparse=true), "
+             "as torch's embedding_backward", fn);
     TG_CHECK(o->max_norm >= 0, TG_EINVAL, "%s: max_norm=%g must be >= 0 (0 for none)", fn,
              o->max_norm);
     TG_CHECK(o->max_norm == 0 || o->norm_type > 0, TG_EINVAL,
@@ -363,10 +359,11 @@ int tg_embedding_ex(tg_tensor **out, tg_tensor *weight, tg_tensor *indices,
                       .scale_by_freq = o.scale_grad_by_freq};
     if (o.max_norm > 0) {
         int64_t *iv = NULL;
-        TG_TRY(read_indices(op, indices, V, &iv));
+        TG_TRY(tg__embedding_read_indices(op, indices, V, &iv));
         int rc = renorm_rows(weight, iv, tg_tensor_numel(indices), o.max_norm, o.norm_type);
         free(iv);
         TG_TRY(rc);
     }
+    if (o.sparse) return tg__embedding_sparse_call(out, weight, indices, &prm);
     return call(&embedding_op, out, weight, indices, &prm);
 }
