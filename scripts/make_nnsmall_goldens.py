@@ -42,13 +42,16 @@ OUT = os.path.join(ROOT, "tests", "golden", "nnsmall.safetensors")
 SEED = 4243
 
 # (x1 shape, x2 shape, out, bias): a batch, two batch dims, unbatched,
-# an empty batch, one feature on each side
+# an empty batch, one feature on each side; tapegrad contracts x2 first
+# where out < in2 (cases 0, 2, 5, 6) and the outer products otherwise
 BILINEAR = [
     ((4, 3), (4, 5), 2, True),
     ((2, 3, 4), (2, 3, 2), 3, False),
     ((3,), (5,), 4, True),
     ((0, 3), (0, 2), 2, True),
     ((5, 1), (5, 1), 3, True),
+    ((3, 2, 6), (3, 2, 7), 1, True),
+    ((0, 4), (0, 5), 1, False),
 ]
 # (x shape, size, alpha, beta, k): torch's defaults, a large alpha so the
 # normaliser matters, size above C, size 1, an even size, 5-d

@@ -25,7 +25,7 @@ Test(bilinear, values_and_gradients_match_torch)
 {
     tg_st_file *f = th_golden_load("nnsmall.safetensors");
     const int n = atoi(tg_st_meta_get(f, "bilinear.cases"));
-    cr_assert(n >= 5, "only %d cases", n);
+    cr_assert(n >= 7, "only %d cases", n);
     for (int i = 0; i < n; i++) {
         char c[32];
         snprintf(c, sizeof c, "bilinear%d", i);
@@ -85,6 +85,33 @@ Test(bilinear, first_and_second_derivatives_by_finite_differences)
     th_expect_gradchecks(bilinear_fn, NULL, 4, in, "bilinear with bias");
     th_expect_gradchecks(bilinear_fn, NULL, 3, in, "bilinear without bias");
     th_release_all(4, in);
+    /* out < in2: x2 contracted first */
+    const int64_t t1[2] = {3, 2}, t2[2] = {3, 4}, tw[3] = {1, 2, 4}, tb[1] = {1};
+    tg_tensor *in2[4] = {th_rand_uniform(TG_F64, 2, t1, 5), th_rand_uniform(TG_F64, 2, t2, 6),
+                         th_rand_uniform(TG_F64, 3, tw, 7), th_rand_uniform(TG_F64, 1, tb, 8)};
+    for (int i = 0; i < 4; i++) OK(tg_tensor_set_requires_grad(in2[i], true));
+    th_expect_gradchecks(bilinear_fn, NULL, 4, in2, "x2 first, with bias");
+    th_expect_gradchecks(bilinear_fn, NULL, 3, in2, "x2 first, without bias");
+    th_release_all(4, in2);
+}
+
+/* A bilinear score (out = 1 < in2) contracts x2 first: the tape keeps
+ * rows * in1 values, not the rows * in1 * in2 outer products (64 MB here). */
+Test(bilinear, small_out_keeps_a_small_tape)
+{
+    const int64_t rows = 64, n = 512;
+    tg_tensor *x1 = th_rand_uniform(TG_F32, 2, (int64_t[]){rows, n}, 1);
+    tg_tensor *x2 = th_rand_uniform(TG_F32, 2, (int64_t[]){rows, n}, 2);
+    tg_tensor *w = th_rand_uniform(TG_F32, 3, (int64_t[]){1, n, n}, 3), *y = NULL;
+    tg_tensor *ins[3] = {x1, x2, w};
+    for (int i = 0; i < 3; i++) OK(tg_tensor_set_requires_grad(ins[i], true));
+    int64_t before = 0, after = 0;
+    tg_memory_stats(&before, NULL);
+    OK(tg_bilinear(&y, x1, x2, w, NULL));
+    tg_memory_stats(&after, NULL);
+    cr_assert(after - before < 4 * rows * n * 4, "the forward holds %lld bytes",
+              (long long)(after - before));
+    th_release_all(4, (tg_tensor *[]){x1, x2, w, y});
 }
 
 /* Not on torch's autocast lists: inside a bf16 scope f32 operands give an

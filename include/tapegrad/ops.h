@@ -1239,9 +1239,11 @@ TG_API int tg_linear(tg_tensor **out, tg_tensor *x, tg_tensor *w, tg_tensor *b);
  * weight[o, i, j] x2[..., j] + bias[o].  x1 (..., in1) and x2 (..., in2)
  * have the same rank >= 1 and the same leading dims (no broadcasting, as
  * torch), weight is (out, in1, in2), bias (out) or NULL; y is (..., out).
- * One GEMM over the rows' outer products (x1 x2^T read as in1*in2
- * features, then tg_linear), so differentiable to any order; the tape
- * keeps those products, rows * in1 * in2 values.  Float operands of one
+ * One GEMM of tg_linear, over the rows' outer products (x1 x2^T read as
+ * in1*in2 features) or, when out < in2, over x2 with weight read as
+ * (out*in1, in2) and then one tg_bmm with x1, whichever keeps fewer values
+ * on the tape (rows * in1 * min(in2, out)); differentiable to any order.
+ * Float operands of one
  * dtype (f16 and bf16 too; torch's CPU refuses f16); not on torch's
  * autocast lists, so it runs in that dtype inside a scope too.  TG_EINVAL
  * for a NULL out, x1, x2 or weight; TG_EDTYPE for an integer operand

@@ -3,14 +3,18 @@
  *
  *   y[..., o] = sum_ij x1[..., i] A[o, i, j] x2[..., j] + b[o]
  *
- * With the leading dims folded into B rows, the sum is one GEMM over the
- * outer products of the rows:
+ * With the leading dims folded into B rows, the sum is one GEMM of
+ * B*in1*in2*out multiply-adds (torch's _trilinear does the same work) in
+ * one of two orders, whichever keeps the smaller intermediate on the tape:
  *
- *   z = x1 (B, in1, 1) * x2 (B, 1, in2), read as (B, in1*in2)
- *   y = z A^T + b, A read as (out, in1*in2)           (tg_linear)
- *
- * so the work is the B*in1*in2*out multiply-adds of torch's _trilinear in
- * one product, and the tape holds z (B, in1*in2). */
+ *   outer:  z = x1 (B, in1, 1) * x2 (B, 1, in2), read as (B, in1*in2);
+ *           y = z A^T + b, A read as (out, in1*in2)           (tg_linear)
+ *           keeps B*in1*in2 values;
+ *   x2 first: t = x2 A2^T, A2 = A read as (out*in1, in2), t read as
+ *           (B, out, in1); y = t x1 (B, in1, 1) + b            (tg_bmm)
+ *           keeps B*out*in1 values, less when out < in2 (a bilinear
+ *           score, out = 1, keeps in1 values a row instead of in1*in2).
+ * Both read A in place (no permuted copy). */
 #include "core/core.h"
 #include "autograd/tape.h"
 #include "tapegrad/ops.h"
@@ -52,36 +56,73 @@ static int check_bilinear(tg_tensor **out, const tg_tensor *x1, const tg_tensor 
     TG_CHECK(!b || (b->ndim == 1 && b->shape[0] == w->shape[0]), TG_ESHAPE,
              "%s: bias must be 1-d with out=%lld elements (weight's dim 0)", op,
              (long long)w->shape[0]);
-    int64_t rows = 1, z = 0;   /* the outer products' (B, in1*in2) must be addressable */
+    /* the intermediate (below) must be addressable: rows * in1 *
+     * min(out, in2) values */
+    const int64_t out_f = w->shape[0], k = out_f < in2 ? out_f : in2;
+    int64_t rows = 1, z = 0;
     for (int d = 0; d < x1->ndim - 1; d++) rows *= x1->shape[d];
-    TG_CHECK(!__builtin_mul_overflow(in1, in2, &z) && !__builtin_mul_overflow(rows, z, &z),
-             TG_EINVAL, "%s: %lld rows of in1=%lld by in2=%lld products are too many", op,
-             (long long)rows, (long long)in1, (long long)in2);
+    TG_CHECK(!__builtin_mul_overflow(in1, k, &z) && !__builtin_mul_overflow(rows, z, &z),
+             TG_EINVAL, "%s: an intermediate of %lld rows by %lld by %lld is too large", op,
+             (long long)rows, (long long)in1, (long long)k);
     return TG_OK;
+}
+
+/* y = (x1 x2^T read as (B, in1*in2)) A^T + b, A read as (out, in1*in2). */
+static int bilinear_outer(tg_tensor **y, tg_tensor *x1, tg_tensor *x2, tg_tensor *w,
+                          tg_tensor *b, int64_t rows)
+{
+    const int64_t out_f = w->shape[0], in1 = w->shape[1], in2 = w->shape[2];
+    enum { A, C, P, Z, WR, N };
+    tg_tensor *t[N] = {NULL};
+    int rc;
+    TG_TRY_GOTO(tg_reshape(&t[A], x1, 3, (const int64_t[]){rows, in1, 1}));
+    TG_TRY_GOTO(tg_reshape(&t[C], x2, 3, (const int64_t[]){rows, 1, in2}));
+    TG_TRY_GOTO(tg_mul(&t[P], t[A], t[C]));   /* (B, in1, in2): x1[r, i] x2[r, j] */
+    TG_TRY_GOTO(tg_reshape(&t[Z], t[P], 2, (const int64_t[]){rows, in1 * in2}));
+    TG_TRY_GOTO(tg_reshape(&t[WR], w, 2, (const int64_t[]){out_f, in1 * in2}));
+    rc = tg_linear(y, t[Z], t[WR], b);
+done:
+    for (int i = 0; i < N; i++) tg_tensor_release(t[i]);
+    return rc;
+}
+
+/* t[r, o, i] = sum_j A[o, i, j] x2[r, j] (one GEMM, A read as
+ * (out*in1, in2)), then y[r, o] = sum_i t[r, o, i] x1[r, i] + b[o]. */
+static int bilinear_x2_first(tg_tensor **y, tg_tensor *x1, tg_tensor *x2, tg_tensor *w,
+                             tg_tensor *b, int64_t rows)
+{
+    const int64_t out_f = w->shape[0], in1 = w->shape[1], in2 = w->shape[2];
+    enum { X2, WR, T, T3, X1, Y3, Y2, N };
+    tg_tensor *t[N] = {NULL};
+    int rc;
+    TG_TRY_GOTO(tg_reshape(&t[X2], x2, 2, (const int64_t[]){rows, in2}));
+    TG_TRY_GOTO(tg_reshape(&t[WR], w, 2, (const int64_t[]){out_f * in1, in2}));
+    TG_TRY_GOTO(tg_linear(&t[T], t[X2], t[WR], NULL));   /* (B, out*in1) */
+    TG_TRY_GOTO(tg_reshape(&t[T3], t[T], 3, (const int64_t[]){rows, out_f, in1}));
+    TG_TRY_GOTO(tg_reshape(&t[X1], x1, 3, (const int64_t[]){rows, in1, 1}));
+    TG_TRY_GOTO(tg_bmm(&t[Y3], t[T3], t[X1]));   /* (B, out, 1) */
+    TG_TRY_GOTO(tg_reshape(b ? &t[Y2] : y, t[Y3], 2, (const int64_t[]){rows, out_f}));
+    if (b) rc = tg_add(y, t[Y2], b);
+done:
+    for (int i = 0; i < N; i++) tg_tensor_release(t[i]);
+    return rc;
 }
 
 /* The product itself, operands checked; autocast is off around it. */
 static int bilinear(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, tg_tensor *w, tg_tensor *b)
 {
     const int nd = x1->ndim;
-    const int64_t out_f = w->shape[0], in1 = w->shape[1], in2 = w->shape[2];
-    int64_t rows_b = 1;   /* the product of the leading dims */
-    for (int d = 0; d < nd - 1; d++) rows_b *= x1->shape[d];
+    const int64_t out_f = w->shape[0], in2 = w->shape[2];
+    int64_t rows = 1;   /* the product of the leading dims */
+    for (int d = 0; d < nd - 1; d++) rows *= x1->shape[d];
     int64_t ysh[TG_MAX_DIMS];
     for (int d = 0; d < nd - 1; d++) ysh[d] = x1->shape[d];
     ysh[nd - 1] = out_f;
-    enum { A, C, P, Z, WR, Y, N };
-    tg_tensor *t[N] = {NULL};
-    int rc;
-    TG_TRY_GOTO(tg_reshape(&t[A], x1, 3, (const int64_t[]){rows_b, in1, 1}));
-    TG_TRY_GOTO(tg_reshape(&t[C], x2, 3, (const int64_t[]){rows_b, 1, in2}));
-    TG_TRY_GOTO(tg_mul(&t[P], t[A], t[C]));   /* (B, in1, in2): z[r, i, j] = x1[r, i] x2[r, j] */
-    TG_TRY_GOTO(tg_reshape(&t[Z], t[P], 2, (const int64_t[]){rows_b, in1 * in2}));
-    TG_TRY_GOTO(tg_reshape(&t[WR], w, 2, (const int64_t[]){out_f, in1 * in2}));
-    TG_TRY_GOTO(tg_linear(&t[Y], t[Z], t[WR], b));
-    rc = tg_reshape(out, t[Y], nd, ysh);
-done:
-    for (int i = 0; i < N; i++) tg_tensor_release(t[i]);
+    tg_tensor *y = NULL;
+    int rc = out_f < in2 ? bilinear_x2_first(&y, x1, x2, w, b, rows)
+                         : bilinear_outer(&y, x1, x2, w, b, rows);
+    if (rc >= 0) rc = tg_reshape(out, y, nd, ysh);
+    tg_tensor_release(y);
     return rc;
 }
 
