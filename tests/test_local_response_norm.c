@@ -118,6 +118,20 @@ Test(local_response_norm, bf16_is_close_to_f32)
     th_release_all(6, (tg_tensor *[]){x, h, hf, y, yf, y32});
 }
 
+/* Under a bf16 autocast scope pow_scalar's FP32 policy gives an f32
+ * result, as torch's for inputs of 4 or more dims (docs/autograd.md). */
+Test(local_response_norm, bf16_under_autocast_gives_f32)
+{
+    tg_tensor *x = th_rand_uniform(TG_F32, 4, (int64_t[]){2, 5, 3, 2}, 3), *h = NULL, *y = NULL;
+    OK(tg_to_dtype(&h, x, TG_BF16));
+    OK(tg_autocast_begin(TG_BF16));
+    const int rc = tg_local_response_norm(&y, h, 3, 0.5, 0.75, 1.0);
+    OK(tg_autocast_end());
+    OK(rc);
+    cr_assert(eq(int, tg_tensor_dtype(y), TG_F32));
+    th_release_all(3, (tg_tensor *[]){x, h, y});
+}
+
 Test(local_response_norm, module_runs_the_function)
 {
     tg_module *m = NULL, *other = NULL;
