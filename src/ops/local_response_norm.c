@@ -11,7 +11,11 @@
  * The window sum is torch's own: the squares read as (N, 1, C, L) with L
  * the product of the trailing dims, padded along C and average-pooled with
  * a (size, 1) window at stride 1 (torch pools 3-d inputs with avg_pool2d
- * and others with avg_pool3d over (size, 1, 1), the same windows). */
+ * and others with avg_pool3d over (size, 1, 1), the same windows).  A side
+ * of the window longer than C - 1 channels reaches past every channel, so
+ * each side is cut to at most C - 1 (the sums stay the same) and the
+ * average over the cut window k' rescaled by k' / size: the padding, and
+ * the work, stay within 3 C channels whatever the size. */
 #include "core/core.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/pool.h"
@@ -38,20 +42,26 @@ static int lrn(tg_tensor **out, tg_tensor *x, int64_t size, double alpha, double
 {
     const int64_t n = x->shape[0], c = x->shape[1];
     const int64_t l = tg_tensor_numel(x) / (n * c);
+    /* the window of channel q: q - before .. q + after, each side cut to
+     * C - 1 channels */
+    const int64_t before = size / 2 < c - 1 ? size / 2 : c - 1;
+    const int64_t after = (size - 1) / 2 < c - 1 ? (size - 1) / 2 : c - 1;
+    const int64_t k_cut = before + after + 1;
     enum { SQ, SQ4, PADDED, AVG, AVGX, SCALED, SHIFTED, DIV, N_T };
     tg_tensor *t[N_T] = {NULL};
     tg_pool_params p = TG_POOL_PARAMS_INIT;
-    p.kernel[0] = size, p.kernel[1] = 1;
+    p.kernel[0] = k_cut, p.kernel[1] = 1;
     p.stride[0] = 1, p.stride[1] = 1;
     int rc;
     TG_TRY_GOTO(tg_mul(&t[SQ], x, x));
     TG_TRY_GOTO(tg_reshape(&t[SQ4], t[SQ], 4, (const int64_t[]){n, 1, c, l}));
     /* tg_pad's order: the last dim's (before, after) first, then C's */
-    TG_TRY_GOTO(tg_pad(&t[PADDED], t[SQ4], 4, (const int64_t[]){0, 0, size / 2, (size - 1) / 2},
+    TG_TRY_GOTO(tg_pad(&t[PADDED], t[SQ4], 4, (const int64_t[]){0, 0, before, after},
                        TG_PAD_CONSTANT, 0.0));
     TG_TRY_GOTO(tg_avg_pool(&t[AVG], t[PADDED], 2, &p));   /* (N, 1, C, L) */
     TG_TRY_GOTO(tg_reshape(&t[AVGX], t[AVG], x->ndim, x->shape));
-    TG_TRY_GOTO(tg_mul_scalar(&t[SCALED], t[AVGX], alpha));
+    /* alpha * sum / size = alpha * (k' / size) * (sum / k') */
+    TG_TRY_GOTO(tg_mul_scalar(&t[SCALED], t[AVGX], alpha * (double)k_cut / (double)size));
     TG_TRY_GOTO(tg_add_scalar(&t[SHIFTED], t[SCALED], k));
     TG_TRY_GOTO(tg_pow_scalar(&t[DIV], t[SHIFTED], beta));
     rc = tg_div(out, x, t[DIV]);
