@@ -108,15 +108,15 @@ int tg_dropout_channels(tg_tensor **out, tg_tensor *x, int n_spatial, double p, 
 
 /* ---- alpha dropout ----
  * torch's _dropout_impl with alpha_dropout: with keep ~ Bernoulli(1 - p),
- * alpha' = 1.7580993408473766 (SELU's -scale * alpha) and
- * a = 1 / sqrt((alpha'^2 p + 1) (1 - p)),
+ * alpha' = 1.7580993408473766 (SELU's scale * alpha; -alpha' is SELU's
+ * negative saturation) and a = 1 / sqrt((alpha'^2 p + 1) (1 - p)),
  *   y = x * (keep a) + ((keep - 1) alpha' a + alpha' a p)
  * i.e. a x + alpha' a p where kept and alpha' a (p - 1) where dropped, an
  * affine map that keeps the mean 0 and variance 1 of a SELU-normal x.
  * The two constants are one tensor each (x's shape, or (N, C, 1, ...) for
  * the feature form), so the gradient is g (keep a), to any order. */
 
-#define SELU_NEG_SATURATION 1.7580993408473766   /* torch's alpha in _dropout_impl */
+#define SELU_SCALE_ALPHA 1.7580993408473766   /* torch's alpha in _dropout_impl */
 
 /* mult = keep a and add = (keep - 1) alpha' a + alpha' a p, each computed
  * in double and rounded once to dt, keep drawn as dropout's mask. */
@@ -132,7 +132,7 @@ static int alpha_masks(tg_tensor **mult, tg_tensor **add, tg_dtype dt, int ndim,
         tg_tensor_release(b);
         return rc;
     }
-    const double al = SELU_NEG_SATURATION;
+    const double al = SELU_SCALE_ALPHA;
     const double a = 1.0 / sqrt((al * al * p + 1.0) * (1.0 - p));
     void *dm = tg_tensor_data(m), *db = tg_tensor_data(b);
     for (int64_t i = 0, n = tg_tensor_numel(m); i < n; i++) {
