@@ -271,6 +271,34 @@ TG_API int tg_module_state_dict_compare(const tg_module *m, const tg_st_file *f,
 /* Linear: y = x W^T + b; W (out_f, in_f), b (out_f). */
 TG_API int tg_nn_linear_new(tg_module **out, int64_t in_f, int64_t out_f, bool bias,
                             tg_rng *rng);
+/* nn.Bilinear(in1_f, in2_f, out_f, bias) (type name "Bilinear"): forward
+ * of two inputs (tg_module_forward_n with n = 2; any other n is TG_EINVAL)
+ * is tg_bilinear(x1, x2, weight, bias) (ops.h): y = x1^T A x2 + b over the
+ * last dims.  Parameters "weight" (out_f, in1_f, in2_f) and, with bias,
+ * "bias" (out_f), f32, both drawn from U(-1/sqrt(in1_f), 1/sqrt(in1_f)),
+ * weight first, as torch's reset_parameters (by rng: not torch's numbers).
+ * TG_EINVAL for a NULL out or rng, a size < 1 or a weight too large to
+ * count. */
+TG_API int tg_nn_bilinear_new(tg_module **out, int64_t in1_f, int64_t in2_f, int64_t out_f,
+                              bool bias, tg_rng *rng);
+/* A Bilinear's sizes and whether it has a bias.  Out-pointers may be NULL;
+ * TG_EINVAL for a NULL m or, naming its type, another module. */
+TG_API int tg_nn_bilinear_params(const tg_module *m, int64_t *in1_f, int64_t *in2_f,
+                                 int64_t *out_f, bool *bias);
+/* nn.CosineSimilarity(dim, eps) and nn.PairwiseDistance(p, eps, keepdim)
+ * (type names "CosineSimilarity", "PairwiseDistance"): forward of two
+ * inputs (x1, x2) (tg_module_forward_n with n = 2) is tg_cosine_similarity
+ * or tg_pairwise_distance (loss.h), whose rules and errors apply there.
+ * torch's defaults: dim 1, eps 1e-8; p 2, eps 1e-6, keepdim false.  No
+ * parameters or buffers.  TG_EINVAL for a NULL out, a NaN p or eps, or a
+ * dim outside +-TG_MAX_DIMS. */
+TG_API int tg_nn_cosine_similarity_new(tg_module **out, int dim, double eps);
+TG_API int tg_nn_pairwise_distance_new(tg_module **out, double p, double eps, bool keepdim);
+/* Their options.  Out-pointers may be NULL; TG_EINVAL for a NULL m or,
+ * naming its type, another module. */
+TG_API int tg_nn_cosine_similarity_params(const tg_module *m, int *dim, double *eps);
+TG_API int tg_nn_pairwise_distance_params(const tg_module *m, double *p, double *eps,
+                                          bool *keepdim);
 /* ConvNd, nspatial 1..3: W (c_out, c_in/groups, kernel...), b (c_out).
  * p may be NULL for the defaults (stride 1, no padding); p->act is applied
  * after the bias. */
@@ -361,6 +389,19 @@ TG_API int tg_nn_dropout_channels_new(tg_module **out, int n_spatial, double p, 
  * Out-pointers may be NULL; TG_EINVAL for a NULL m or, naming its type,
  * another module. */
 TG_API int tg_nn_dropout_params(const tg_module *m, int *n_spatial, double *p);
+/* nn.AlphaDropout(p) and nn.FeatureAlphaDropout(p) (type names
+ * "AlphaDropout", "FeatureAlphaDropout"): tg_alpha_dropout or
+ * tg_feature_alpha_dropout (ops.h: SELU's constants, torch's formula; a
+ * FeatureAlphaDropout input needs 2 dims) in training, the identity in
+ * eval.  The masks, their count and the checkpoint and recompute behaviour
+ * are Dropout's above (not torch's random numbers).  No parameters or
+ * buffers.  TG_EINVAL for a NULL out or p outside [0, 1] (NaN too). */
+TG_API int tg_nn_alpha_dropout_new(tg_module **out, double p, uint64_t seed);
+TG_API int tg_nn_feature_alpha_dropout_new(tg_module **out, double p, uint64_t seed);
+/* An AlphaDropout's or FeatureAlphaDropout's p and which of the two it is
+ * (*feature).  Out-pointers may be NULL; TG_EINVAL for a NULL m or, naming
+ * its type, another module. */
+TG_API int tg_nn_alpha_dropout_params(const tg_module *m, bool *feature, double *p);
 /* The padding modules, F.pad with the module's padding (tg_pad, ops.h):
  * nn.ConstantPad{1,2,3}d(padding, value), nn.ReflectionPad{1,2,3}d and
  * nn.ReplicationPad{1,2,3}d(padding) for mode TG_PAD_CONSTANT,
@@ -415,6 +456,22 @@ TG_API int tg_nn_unflatten_new(tg_module **out, int dim, int ndim, const int64_t
  * (tapegrad/ops.h); r in [1, 2^31]. */
 TG_API int tg_nn_pixel_shuffle_new(tg_module **out, int64_t r);
 TG_API int tg_nn_pixel_unshuffle_new(tg_module **out, int64_t r);
+/* nn.ChannelShuffle(groups) (type name "ChannelShuffle"): forward is
+ * tg_channel_shuffle (ops.h).  No parameters or buffers.  TG_EINVAL for a
+ * NULL out or groups < 1 (torch's module takes any and fails in forward). */
+TG_API int tg_nn_channel_shuffle_new(tg_module **out, int64_t groups);
+/* nn.LocalResponseNorm(size, alpha, beta, k) (type name
+ * "LocalResponseNorm"): forward is tg_local_response_norm (ops.h), inputs
+ * of at least 3 dims.  torch's defaults: alpha 1e-4, beta 0.75, k 1.  No
+ * parameters or buffers.  TG_EINVAL for a NULL out, size outside
+ * [1, 2^31 - 1] or a NaN alpha, beta or k. */
+TG_API int tg_nn_local_response_norm_new(tg_module **out, int64_t size, double alpha,
+                                         double beta, double k);
+/* Their options.  Out-pointers may be NULL; TG_EINVAL for a NULL m or,
+ * naming its type, another module. */
+TG_API int tg_nn_channel_shuffle_params(const tg_module *m, int64_t *groups);
+TG_API int tg_nn_local_response_norm_params(const tg_module *m, int64_t *size, double *alpha,
+                                            double *beta, double *k);
 /* nn.Unfold(kernel_size, dilation, padding, stride) and
  * nn.Fold(output_size, kernel_size, dilation, padding, stride) (type names
  * "Unfold", "Fold"): forward is tg_unfold or tg_fold (tapegrad/conv.h) with

@@ -312,6 +312,25 @@ TG_API int tg_dropout(tg_tensor **out, tg_tensor *x, double p, bool training, tg
  * generator of their own. */
 TG_API int tg_dropout_channels(tg_tensor **out, tg_tensor *x, int n_spatial, double p,
                                bool training, tg_rng *rng);
+/* F.alpha_dropout(x, p, training) and F.feature_alpha_dropout(x, p,
+ * training): in training each element (feature: each channel x[n, c], a
+ * mask of shape (N, C, 1, ...); x needs 2 dims, TG_ESHAPE) is kept with
+ * probability 1 - p, and, with alpha' = 1.7580993408473766 (SELU's
+ * scale * alpha) and a = 1 / sqrt((alpha'^2 p + 1) (1 - p)),
+ *   y = a x + alpha' a p where kept, alpha' a (p - 1) where dropped,
+ * torch's formula, which keeps the mean 0 and variance 1 of a SELU-normal
+ * x.  The mask is drawn as tg_dropout's (rng's counter advances; not
+ * torch's numbers).  The gradient is g a where kept and 0 where dropped,
+ * to any order.  Not training, p = 0 or an empty x returns x itself (a new
+ * reference) and draws nothing (rng may then be NULL); p = 1 gives x * 0
+ * (zeros, NaN where x is not finite), as torch.  Errors as tg_dropout's;
+ * torch's order of checks (a 1-d x with p = 0 or 1 passes the feature
+ * form).  The AlphaDropout and FeatureAlphaDropout modules
+ * (tg_nn_alpha_dropout_new) call these with a generator of their own. */
+TG_API int tg_alpha_dropout(tg_tensor **out, tg_tensor *x, double p, bool training,
+                            tg_rng *rng);
+TG_API int tg_feature_alpha_dropout(tg_tensor **out, tg_tensor *x, double p, bool training,
+                                    tg_rng *rng);
 /* F.prelu(x, weight): x where x > 0, weight * x elsewhere, one weight per
  * channel (dim 1 of x) or one for all: weight is 1-d with 1 or C elements
  * (an x of fewer than two dims has one channel).  Values as torch's (the
@@ -1068,6 +1087,14 @@ TG_API int tg_index_add(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index
  * permute, so differentiable to any order. */
 TG_API int tg_pixel_shuffle(tg_tensor **out, tg_tensor *x, int64_t r);
 TG_API int tg_pixel_unshuffle(tg_tensor **out, tg_tensor *x, int64_t r);
+/* F.channel_shuffle(x, groups) (nn.ChannelShuffle): x (N, C, *) with its
+ * channels in groups groups read as (N, groups, C/groups, *) and
+ * transposed to (N, C/groups, groups, *): output channel i * groups + j is
+ * input channel j * (C / groups) + i.  Any dtype; a copy made of reshape
+ * and transpose, so differentiable to any order.  TG_EINVAL for a NULL out
+ * or x or groups < 1; TG_ESHAPE for fewer than 3 dims or channels not
+ * divisible by groups (torch's rules). */
+TG_API int tg_channel_shuffle(tg_tensor **out, tg_tensor *x, int64_t groups);
 /* Converts to dtype dt; the gradient is converted back to a's dtype. */
 TG_API int tg_to_dtype(tg_tensor **out, tg_tensor *a, tg_dtype dt);
 
@@ -1219,8 +1246,39 @@ TG_API int tg_einsum_planned(tg_tensor **out, const char *equation, int n,
 /* y = x W^T + b as torch.nn.functional.linear: x (..., in), w (out, in),
  * b (out) or NULL. */
 TG_API int tg_linear(tg_tensor **out, tg_tensor *x, tg_tensor *w, tg_tensor *b);
+/* F.bilinear(x1, x2, weight, bias): y[..., o] = sum_ij x1[..., i]
+ * weight[o, i, j] x2[..., j] + bias[o].  x1 (..., in1) and x2 (..., in2)
+ * have the same rank >= 1 and the same leading dims (no broadcasting, as
+ * torch), weight is (out, in1, in2), bias (out) or NULL; y is (..., out).
+ * One GEMM of tg_linear, over the rows' outer products (x1 x2^T read as
+ * in1*in2 features) or, when out < in2, over x2 with weight read as
+ * (out*in1, in2) and then one tg_bmm with x1, whichever keeps fewer values
+ * on the tape (rows * in1 * min(in2, out)); differentiable to any order.
+ * Float operands of one
+ * dtype (f16 and bf16 too; torch's CPU refuses f16); not on torch's
+ * autocast lists, so it runs in that dtype inside a scope too.  TG_EINVAL
+ * for a NULL out, x1, x2 or weight; TG_EDTYPE for an integer operand
+ * (torch takes them) or mixed dtypes (naming both); TG_ESHAPE for ranks,
+ * batch dims or features that differ, a weight that is not 3-d, or a bias
+ * that is not (out). */
+TG_API int tg_bilinear(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, tg_tensor *weight,
+                       tg_tensor *bias);
 
 /* ---- normalisation ---- */
+/* F.local_response_norm(x, size, alpha, beta, k): x (N, C, *), at least 3
+ * dims (TG_ESHAPE otherwise, as torch's ValueError), divided by
+ * (k + alpha * avg)^beta, avg the mean of the squares of size neighbouring
+ * channels, zero-padded by size/2 channels before and (size-1)/2 after
+ * (the window at channel c: c - size/2 .. c + (size-1)/2, always divided
+ * by size).  Composed of tg_mul, tg_pad, tg_avg_pool, tg_pow_scalar and
+ * tg_div, so differentiable to any order; under autocast pow_scalar's FP32
+ * policy makes a bf16 or f16 x give f32 (torch: for 4 and more dims, as
+ * its avg_pool3d is on the fp32 list; a 3-d x stays bf16).  An empty x
+ * returns x itself.  torch's defaults: alpha 1e-4, beta 0.75, k 1.
+ * TG_EINVAL for a NULL out or x, size outside [1, 2^31 - 1] or a NaN
+ * alpha, beta or k; TG_EDTYPE for an integer x. */
+TG_API int tg_local_response_norm(tg_tensor **out, tg_tensor *x, int64_t size, double alpha,
+                                  double beta, double k);
 /* As torch.nn.functional.batch_norm: x (N, C, ...) normalised per channel
  * (dim 1), y = (x - mean) / sqrt(var + eps) * weight + bias.  training: mean
  * and biased var of the batch, and running_mean / running_var (if not NULL)

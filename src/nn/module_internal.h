@@ -134,8 +134,8 @@ int tg__nn_add_norm_state(tg_module *m, int64_t c, bool affine, bool track);
 /* Dropout's count of masks drawn (mask k comes from counter block k of its
  * seed): run state outside the state dict, which checkpoints keep
  * (checkpoint.c).  false when m is not a Dropout (or Dropout1d/2d/3d, an
- * RNN, LSTM or GRU with dropout between layers, or a MultiheadAttention,
- * which count alike). */
+ * RNN, LSTM or GRU with dropout between layers, a MultiheadAttention, an
+ * AlphaDropout or a FeatureAlphaDropout, which count alike). */
 bool tg__nn_dropout_calls(const tg_module *m, uint64_t *calls);
 /* Sets that count; m must be one of those modules. */
 void tg__nn_dropout_set_calls(tg_module *m, uint64_t calls);
@@ -145,6 +145,9 @@ uint64_t *tg__nn_mha_dropout_calls(tg_module *m);
 /* A MultiheadAttention's dropout seed (borrowed from m's state), or NULL
  * for another module (multihead_attention.c). */
 uint64_t *tg__nn_mha_dropout_seed(tg_module *m);
+/* An AlphaDropout's or FeatureAlphaDropout's count of masks drawn
+ * (borrowed from m's state), or NULL for another module (alpha_dropout.c). */
+uint64_t *tg__nn_alpha_dropout_calls(tg_module *m);
 /* Sets the seed of a Dropout's (or a MultiheadAttention's) masks; m must
  * be one of those modules (module_simple.c). */
 void tg__nn_dropout_set_seed(tg_module *m, uint64_t seed);

@@ -67,11 +67,13 @@ static uint64_t *tg__rnn_dropout_calls(const tg_module *m)
 
 /* The mask count of a module that draws masks as a Dropout does without
  * being one: an RNN, LSTM or GRU (above), a MultiheadAttention
- * (multihead_attention.c); NULL for any other module. */
+ * (multihead_attention.c), an AlphaDropout or FeatureAlphaDropout
+ * (alpha_dropout.c); NULL for any other module. */
 static uint64_t *counted_like_dropout(const tg_module *m)
 {
     uint64_t *c = tg__rnn_dropout_calls(m);
-    return c ? c : tg__nn_mha_dropout_calls((tg_module *)m);
+    if (!c) c = tg__nn_mha_dropout_calls((tg_module *)m);
+    return c ? c : tg__nn_alpha_dropout_calls((tg_module *)m);
 }
 
 bool tg__nn_dropout_calls(const tg_module *m, uint64_t *calls)
