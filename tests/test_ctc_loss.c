@@ -204,10 +204,10 @@ Test(ctc_loss, gradcheck_through_log_softmax_in_f64)
         OK(tg_gradcheck(ctc_of_logits, &u, 1, &x, NULL));
         th_release_all(4, (tg_tensor *[]){x, u.targets, u.il, u.tl});
     }
-    /* unbatched, with an infeasible target and zero_infinity: loss and
-     * gradient 0 */
-    ctc_fix u = {.targets = vec(2, (int64_t[]){2, 2}), .il = vec(1, (int64_t[]){5}),
-                 .tl = vec(1, (int64_t[]){2}), .o = opts_of(0, TG_REDUCTION_SUM, true)};
+    /* unbatched, with an infeasible target (2 2 2 needs 5 steps, given 4)
+     * and zero_infinity: loss and gradient 0 */
+    ctc_fix u = {.targets = vec(3, (int64_t[]){2, 2, 2}), .il = vec(1, (int64_t[]){4}),
+                 .tl = vec(1, (int64_t[]){3}), .o = opts_of(0, TG_REDUCTION_SUM, true)};
     tg_tensor *x = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){5, 3}, -1, 1);
     OK(tg_tensor_set_requires_grad(x, true));
     OK(tg_gradcheck(ctc_of_logits, &u, 1, &x, NULL));
