@@ -6,6 +6,8 @@
  * that gradient come from autograd.  Each writes a new reference into *out
  * and returns TG_OK, or returns a negative tg_status and leaves *out
  * untouched.  Inputs are borrowed.
+ * tg_ctc_loss (at the end) is the exception: differentiable once, as
+ * torch's.
  *
  * For mse, l1, bce_with_logits, bce, smooth_l1 and huber, input and target
  * must have exactly the same shape (no broadcasting: TG_ESHAPE otherwise)

@@ -116,6 +116,7 @@ static int ctc_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *
     const ctc_params *p = params;
     const tg_tensor *lp = in[0], *tg = in[1];
     char s1[96], s2[96];
+    TG_CHECK(p != NULL, TG_EINVAL, "ctc_loss: params (blank, zero_infinity) must not be NULL");
     TG_CHECK(lp != NULL, TG_EINVAL, "ctc_loss: log_probs must not be NULL");
     TG_CHECK(lp->dtype == TG_F32 || lp->dtype == TG_F64, TG_EDTYPE,
              "ctc_loss: log_probs has dtype %s; it must be f32 or f64 (torch's CPU kernel)",
