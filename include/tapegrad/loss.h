@@ -6,6 +6,8 @@
  * that gradient come from autograd.  Each writes a new reference into *out
  * and returns TG_OK, or returns a negative tg_status and leaves *out
  * untouched.  Inputs are borrowed.
+ * tg_ctc_loss (at the end) is the exception: differentiable once, as
+ * torch's.
  *
  * For mse, l1, bce_with_logits, bce, smooth_l1 and huber, input and target
  * must have exactly the same shape (no broadcasting: TG_ESHAPE otherwise)
@@ -22,6 +24,7 @@
 #ifndef TAPEGRAD_LOSS_H
 #define TAPEGRAD_LOSS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "tapegrad/export.h"
@@ -289,6 +292,66 @@ TG_API int tg_multilabel_margin_loss(tg_tensor **out, tg_tensor *input, tg_tenso
  * broadcasts too.  NONE gives the per-sample losses. */
 TG_API int tg_multilabel_soft_margin_loss(tg_tensor **out, tg_tensor *input, tg_tensor *target,
                                           tg_tensor *weight, tg_reduction red);
+
+/* ---- connectionist temporal classification ---- */
+
+/* tg_ctc_loss's options beside its tensors; torch's defaults in
+ * TG_CTC_LOSS_OPTS_INIT. */
+typedef struct tg_ctc_loss_opts {
+    int64_t blank;            /* the blank label, in [0, C) */
+    tg_reduction reduction;   /* MEAN, SUM or NONE */
+    bool zero_infinity;       /* infinite losses (and their gradients) become 0 */
+} tg_ctc_loss_opts;
+#define TG_CTC_LOSS_OPTS_INIT {.blank = 0, .reduction = TG_REDUCTION_MEAN, .zero_infinity = false}
+
+/* F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank,
+ * reduction, zero_infinity) of torch 1.13, its CPU kernel's values and
+ * gradient.  log_probs (T, N, C), or (T, C) for one unbatched sequence
+ * (N = 1), f32 or f64 (inside an autocast scope f16/bf16 are first cast to
+ * f32, torch's FP32 list; outside, TG_EDTYPE as torch's CPU kernel).
+ * targets, of any integer dtype: padded (N, S), row n holding its
+ * target_lengths[n] labels first (the rest is never read), or the N
+ * targets concatenated, 1-d of sum(target_lengths) elements.
+ * input_lengths and target_lengths: integer tensors of N elements (torch
+ * takes any shape of N elements: (N), or 0-d for unbatched input), each
+ * input length in [0, T] and target length in [0, S] (padded).  The labels
+ * read must be in [0, C) (the blank label too is taken, as torch runs it).
+ *
+ * The loss of sequence n is -log p(target_n | log_probs[:input_lengths[n],
+ * n]), summed over every alignment that collapses to the target, by the
+ * log-space alpha recursion over the target with blanks interleaved; a
+ * target no alignment of its input length reaches (too long, or too many
+ * repeated labels, which need a blank between them) has loss +inf, not an
+ * error.  An input length of 0 gives 0 for an empty target, +inf
+ * otherwise.  zero_infinity replaces +inf losses by 0 and their gradients
+ * by 0.  NONE gives the (N) losses (0-d for unbatched), SUM their sum,
+ * MEAN the mean over the batch of each loss divided by max(its target
+ * length, 1) (NaN for N = 0, as torch).
+ *
+ * The gradient in log_probs is torch's: for t < input_lengths[n],
+ * g_n (exp(lp[t, n, c]) - sum over positions s of label c of
+ * exp(log_alpha[t, s] + log_beta[t, s] + loss_n - lp[t, n, c])), 0 for t
+ * at or past the input length.  The exp(lp) term makes it the gradient
+ * through a log_softmax (which drops it) rather than the derivative in
+ * log_probs themselves: feed log_probs from tg_log_softmax, as torch's
+ * docs ask.  An infinite loss without zero_infinity gives NaN there, as
+ * torch.  Computed in log_probs' dtype, as torch's kernel, in parallel over
+ * the batch.  Not differentiable twice, as torch's _ctc_loss_backward: a
+ * create_graph backward through it is TG_EGRAD naming ctc_loss.  targets
+ * and the lengths get no gradient.
+ *
+ * opts may be NULL (TG_CTC_LOSS_OPTS_INIT).  *out is a new reference;
+ * inputs are borrowed.  Errors, naming the argument and the rule, leave
+ * *out untouched: TG_EINVAL for NULL out or tensors, a blank outside
+ * [0, C), another reduction, a length outside its range (negative
+ * included), a label outside [0, C); TG_EDTYPE for float targets or
+ * lengths or a log_probs that is not f32 or f64; TG_ESHAPE for log_probs
+ * not 2-d or 3-d, targets not 1-d or 2-d, padded targets of other than N
+ * rows, concatenated targets of other than sum(target_lengths) elements,
+ * or lengths of other than N elements. */
+TG_API int tg_ctc_loss(tg_tensor **out, tg_tensor *log_probs, tg_tensor *targets,
+                       tg_tensor *input_lengths, tg_tensor *target_lengths,
+                       const tg_ctc_loss_opts *opts);
 
 #ifdef __cplusplus
 }

@@ -1028,7 +1028,8 @@ TG_API int tg_nn_remove_weight_norm(tg_module *m, const char *name);
  *     MultiLabelMarginLoss, MultiLabelSoftMarginLoss, PoissonNLLLoss;
  *   3 inputs: MarginRankingLoss and CosineEmbeddingLoss (input1, input2,
  *     target), TripletMarginLoss (anchor, positive, negative),
- *     GaussianNLLLoss (input, target, var).
+ *     GaussianNLLLoss (input, target, var);
+ *   4 inputs: CTCLoss (log_probs, targets, input_lengths, target_lengths).
  * Any other count (tg_module_forward's one included, so a loss appended to
  * a Sequential) is TG_EINVAL before the forward runs.
  *
@@ -1111,6 +1112,12 @@ TG_API int tg_nn_poisson_nll_loss_new(tg_module **out, bool log_input, bool full
                                       tg_reduction red);
 TG_API int tg_nn_gaussian_nll_loss_new(tg_module **out, bool full, double eps,
                                        tg_reduction red);
+/* nn.CTCLoss(blank, reduction, zero_infinity) (torch's defaults 0, MEAN,
+ * false): tg_ctc_loss with those options.  blank >= 0 (TG_EINVAL
+ * otherwise); that it is below the number of classes C is checked at the
+ * forward, as torch. */
+TG_API int tg_nn_ctc_loss_new(tg_module **out, int64_t blank, tg_reduction red,
+                              bool zero_infinity);
 
 /* The options a loss module was made with, as its constructor took them
  * (torch's attributes of the same names).  An option the module's class
@@ -1130,6 +1137,8 @@ typedef struct tg_nn_loss_opts {
     bool swap;                /* TripletMarginLoss */
     bool full;                /* PoissonNLLLoss, GaussianNLLLoss */
     bool log_input;           /* PoissonNLLLoss */
+    int64_t blank;            /* CTCLoss */
+    bool zero_infinity;       /* CTCLoss */
 } tg_nn_loss_opts;
 /* *opts = the options of loss module m (any of the tg_nn_*_loss_new
  * classes above).  TG_EINVAL for a NULL argument or, naming its type, a

@@ -13,7 +13,7 @@
 typedef enum loss_kind {
     MSE, L1, CROSS_ENTROPY, NLL, BCE, BCE_LOGITS, HUBER, SMOOTH_L1, KL_DIV, MARGIN_RANKING,
     HINGE_EMBEDDING, COSINE_EMBEDDING, TRIPLET_MARGIN, SOFT_MARGIN, MULTI_MARGIN,
-    MULTILABEL_MARGIN, MULTILABEL_SOFT_MARGIN, POISSON_NLL, GAUSSIAN_NLL, N_LOSS_KINDS
+    MULTILABEL_MARGIN, MULTILABEL_SOFT_MARGIN, POISSON_NLL, GAUSSIAN_NLL, CTC, N_LOSS_KINDS
 } loss_kind;
 
 /* The options of every kind; each uses the fields its function takes. */
@@ -26,8 +26,9 @@ typedef struct loss_state {
     double beta;               /* HuberLoss's delta, SmoothL1Loss's beta */
     double p;                  /* TripletMarginLoss's norm, MultiMarginLoss's power */
     double eps;                /* TripletMarginLoss, PoissonNLLLoss, GaussianNLLLoss */
-    bool flag;                 /* log_target, swap or full */
+    bool flag;                 /* log_target, swap, full or zero_infinity */
     bool log_input;            /* PoissonNLLLoss */
+    int64_t blank;             /* CTCLoss */
 } loss_state;
 
 static int loss_forward(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs);
@@ -56,6 +57,7 @@ static const tg_module_vtable loss_vts[N_LOSS_KINDS] = {
     [MULTILABEL_SOFT_MARGIN] = LOSS_VT("MultiLabelSoftMarginLoss", 2),
     [POISSON_NLL] = LOSS_VT("PoissonNLLLoss", 2),
     [GAUSSIAN_NLL] = LOSS_VT("GaussianNLLLoss", 3),
+    [CTC] = LOSS_VT("CTCLoss", 4),
 };
 
 /* ---- the forward ---- */
@@ -92,6 +94,11 @@ static int loss_forward(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs
     case POISSON_NLL:
         return tg_poisson_nll_loss(y, x, t, s->log_input, s->flag, s->eps, s->red);
     case GAUSSIAN_NLL: return tg_gaussian_nll_loss(y, x, t, xs[2], s->flag, s->eps, s->red);
+    case CTC: {
+        const tg_ctc_loss_opts o = {.blank = s->blank, .reduction = s->red,
+                                    .zero_infinity = s->flag};
+        return tg_ctc_loss(y, x, t, xs[2], xs[3], &o);
+    }
     case N_LOSS_KINDS: break;
     }
     TG_ASSERT(!"unknown loss kind");
@@ -293,6 +300,15 @@ int tg_nn_gaussian_nll_loss_new(tg_module **out, bool full, double eps, tg_reduc
     return loss_new(out, op, &s, NULL, NULL);
 }
 
+int tg_nn_ctc_loss_new(tg_module **out, int64_t blank, tg_reduction red, bool zero_infinity)
+{
+    const char *op = "nn_ctc_loss_new";
+    TG_CHECK(blank >= 0, TG_EINVAL, "%s: blank=%lld must be >= 0 (a label)", op,
+             (long long)blank);
+    loss_state s = {.kind = CTC, .red = red, .blank = blank, .flag = zero_infinity};
+    return loss_new(out, op, &s, NULL, NULL);
+}
+
 /* ---- the options ---- */
 
 int tg_nn_loss_options(const tg_module *m, tg_nn_loss_opts *opts)
@@ -321,6 +337,8 @@ int tg_nn_loss_options(const tg_module *m, tg_nn_loss_opts *opts)
         .swap = k == TRIPLET_MARGIN && s->flag,
         .full = (k == POISSON_NLL || k == GAUSSIAN_NLL) && s->flag,
         .log_input = k == POISSON_NLL && s->log_input,
+        .blank = k == CTC ? s->blank : 0,
+        .zero_infinity = k == CTC && s->flag,
     };
     return TG_OK;
 }
