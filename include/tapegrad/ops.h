@@ -1254,6 +1254,115 @@ TG_API int tg_layer_norm(tg_tensor **out, tg_tensor *x, int n_normalized,
 TG_API int tg_group_norm(tg_tensor **out, tg_tensor *x, int64_t num_groups, tg_tensor *weight,
                          tg_tensor *bias, double eps);
 
+/* ---- writes by index along one dim (torch.scatter, scatter_reduce) ----
+ * Out of place, each returning a new reference (a new contiguous tensor of
+ * x's shape and dtype); on error *out is untouched.  x and src are float
+ * (f32, f64, f16, bf16) of one dtype, index is i64 (else TG_EDTYPE), with
+ * x's ndim and index.size(d) <= x.size(d) for d != dim, and src has
+ * index's shape (TG_ESHAPE; torch also takes a larger src in the forward,
+ * whose backward then fails).  An empty index writes nothing and is not
+ * checked against x, as torch's.  dim may be negative; a 0-d x takes dim 0
+ * or -1.  An index value outside [0, x.size(dim)) is TG_EINVAL naming its
+ * position, value and the extent, and nothing is written.  x, index and
+ * src may have any strides.  Differentiable to any order in x and src
+ * (torch's formulas); the index gets no gradient.  AMP policy keep, as
+ * tg_scatter_add.  TG_EINVAL for a NULL out, x, index or src or a dim out
+ * of range. */
+/* torch.scatter(x, dim, index, src): out = x with out[i][index[i][j][k]][k]
+ * = src[i][j][k] (dim = 1), src's bits copied.  Where the index names one
+ * element more than once, the last in the index's row-major order stays,
+ * as torch 1.13's CPU kernel (torch calls it undefined).  dx =
+ * scatter_value(g, dim, index, 0); dsrc = gather(g, dim, index), so every
+ * term gets its element's g, the overwritten ones too, as torch. */
+TG_API int tg_scatter(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index, tg_tensor *src);
+/* torch.scatter(x, dim, index, value): out = x with value at the elements
+ * the index names; value is rounded to x's dtype (TG_EINVAL past its
+ * range, as tg_masked_fill).  dx = scatter_value(g, dim, index, 0). */
+TG_API int tg_scatter_value(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index,
+                            double value);
+/* The reductions of tg_scatter_reduce (torch's reduce strings). */
+typedef enum tg_scatter_reduce_op {
+    TG_SCATTER_SUM,
+    TG_SCATTER_PROD,
+    TG_SCATTER_MEAN,
+    TG_SCATTER_AMAX,
+    TG_SCATTER_AMIN,
+} tg_scatter_reduce_op;
+/* torch.scatter_reduce(x, dim, index, src, reduce, include_self): each
+ * element the index names is the reduction of x's element (include_self;
+ * else the reduction's identity) and its terms of src in the index's
+ * row-major order, rounded to x's dtype at each step as torch 1.13's CPU
+ * kernel (f16 and bf16 computed in f32 and rounded); the other elements
+ * keep x's.  mean divides by the count of terms (plus 1 with
+ * include_self) kept in x's dtype, as torch's; amax / amin keep the
+ * earlier of equal values (0.0 then -0.0 gives 0.0) and a NaN term gives
+ * NaN.  Gradients as torch 1.13's scatter_reduce_backward: sum dx = g,
+ * dsrc = gather(g); mean divides those by the counts; amax / amin share g
+ * evenly among x's element and the terms equal to the result; prod dx = g
+ * times the product of the others, with zeros handled as torch (two or
+ * more zeros of src reaching one element give them 0).  Without
+ * include_self dx is 0 at the elements the index names.  All are made of
+ * differentiable ops, but prod's dsrc with two zeros of src reaching one
+ * element: a create_graph backward needing it is TG_EUNSUPPORTED (torch
+ * refuses only its derivative).  TG_EINVAL for a reduce outside the enum. */
+TG_API int tg_scatter_reduce(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index,
+                             tg_tensor *src, tg_scatter_reduce_op reduce, bool include_self);
+/* "sum", "prod", "mean", "amax" or "amin" (static), torch's string for
+ * reduce; NULL for a value outside the enum. */
+TG_API const char *tg_scatter_reduce_name(tg_scatter_reduce_op reduce);
+
+/* ---- more indexing (torch.take_along_dim, index_fill, index_copy,
+ * index_put, masked_scatter) ----
+ * Out of place, each returning a new reference; on error *out is
+ * untouched.  Made of recorded ops (gather, scatter, index_add, expand,
+ * reshape), so differentiable to any order in x and the values, with
+ * torch's gradients; index tensors get none.  x and the values are float
+ * (f32, f64, f16, bf16) of one dtype, index tensors i64 (TG_EDTYPE
+ * otherwise).  TG_EINVAL for a NULL argument, a dim out of range, or an
+ * index value out of range (naming it, the dim and its extent);
+ * TG_ESHAPE for shapes that do not fit, as below. */
+/* torch.take_along_dim(x, indices, dim): gather(x, dim, indices) with x
+ * and indices broadcast to each other at every dim but dim; they have the
+ * same number of dims (TG_ESHAPE).  Indices in [0, x.size(dim)) (torch
+ * takes no negative ones here either).  tg_take_along_dim_flat is
+ * torch.take_along_dim(x, indices) without dim: both flattened first. */
+TG_API int tg_take_along_dim(tg_tensor **out, tg_tensor *x, tg_tensor *indices, int dim);
+TG_API int tg_take_along_dim_flat(tg_tensor **out, tg_tensor *x, tg_tensor *indices);
+/* torch.index_fill(x, dim, index, value): x with value at the positions
+ * index (1-d or 0-d) names along dim; negative values count from the
+ * end, as torch's.  value is rounded to x's dtype (TG_EINVAL past its
+ * range).  dx = index_fill(g, dim, index, 0). */
+TG_API int tg_index_fill(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index,
+                         double value);
+/* torch.index_copy(x, dim, index, src): x with its slices index[j] along
+ * dim replaced by src's slice j; src has x's shape with the index's
+ * length at dim (TG_ESHAPE).  Values in [0, x.size(dim)), as torch's (no
+ * negative ones).  A position named twice keeps the later src slice
+ * (torch calls that undefined).  dx = index_fill(g, dim, index, 0), dsrc =
+ * index_select(g, dim, index). */
+TG_API int tg_index_copy(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index,
+                         tg_tensor *src);
+/* torch.index_put(x, indices, values, accumulate) with n (1 to x's ndim)
+ * integer index tensors for x's first n dims: x[i0, ..., in-1] = values
+ * (accumulate: +=).  The index tensors broadcast together to a shape B
+ * (TG_ESHAPE), negative values count from the end; values broadcast to B
+ * followed by x's remaining extents (TG_ESHAPE).  A position named twice
+ * keeps the later values without accumulate (torch: undefined), and adds
+ * up in order with it.  dx is g (accumulate) or g with the written
+ * positions 0; dvalues is g at the positions, summed over the dims values
+ * was broadcast along.  Boolean masks and None entries (slices) are not
+ * taken: tg_nonzero of a mask gives its index tensors. */
+TG_API int tg_index_put(tg_tensor **out, tg_tensor *x, int n, tg_tensor *const *indices,
+                        tg_tensor *values, bool accumulate);
+/* torch.masked_scatter(x, mask, source): x and mask (u8, torch's bool;
+ * TG_EDTYPE otherwise) broadcast together (TG_ESHAPE); where mask is
+ * nonzero, in row-major order, the result takes source's elements in
+ * row-major order; source (any shape, x's dtype) needs at least as many
+ * elements as mask selects (TG_ESHAPE).  dx = g where mask is 0 (summed
+ * over x's broadcast dims); dsource is g at the selected positions, in
+ * order, then zeros. */
+TG_API int tg_masked_scatter(tg_tensor **out, tg_tensor *x, tg_tensor *mask, tg_tensor *source);
+
 #ifdef __cplusplus
 }
 #endif

@@ -73,7 +73,9 @@
     X(remainder, 3)      /* remainder.c: fmod remainder floor_divide */      \
     X(addcmul, 2)        /* addcmul.c: addcmul addcdiv */ \
     X(ce_rows, 1)        /* cross_entropy_rows.c: cross_entropy */ \
-    X(ce_soft, 1)        /* cross_entropy_soft.c: cross_entropy_soft */
+    X(ce_soft, 1)        /* cross_entropy_soft.c: cross_entropy_soft */ \
+    X(scatter, 2)        /* scatter.c: scatter scatter_value */ \
+    X(scatter_reduce, 1) /* scatter_reduce.c: scatter_reduce */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];
