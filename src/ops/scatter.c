@@ -233,10 +233,10 @@ static int scatter_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     tg_tensor *idx;
     TG_TRY(tg__ctx_saved(ctx, 0, &idx));
     if (tg__ctx_needs_grad(ctx, 0)) TG_TRY(tg__scatter_value_call(&gi[0], g, dim, idx, 0));
-    if (tg_op_ctx_op(ctx) == &scatter_op && tg__ctx_needs_grad(ctx, 2) &&
-        tg_tensor_numel(idx) > 0)
-        TG_TRY(tg_gather(&gi[2], g, dim, idx));
-    return TG_OK;
+    if (tg_op_ctx_op(ctx) != &scatter_op || !tg__ctx_needs_grad(ctx, 2)) return TG_OK;
+    if (tg_tensor_numel(idx) > 0) return tg_gather(&gi[2], g, dim, idx);
+    /* an empty index (of any shape, unchecked against g): src's zeros */
+    return tg_tensor_zeros(&gi[2], g->dtype, idx->ndim, idx->shape);
 }
 
 /* KEEP, as gather and scatter_add: x's dtype inside autocast too. */

@@ -252,7 +252,9 @@ static int reduce_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     TG_TRY(tg__ctx_saved(ctx, 1, &b.x));
     TG_TRY(tg__ctx_saved(ctx, 2, &b.src));
     if (tg_tensor_numel(b.idx) == 0) {   /* nothing scattered: y = x */
-        gi[0] = tg_tensor_retain(g);
+        if (tg__ctx_needs_grad(ctx, 0)) gi[0] = tg_tensor_retain(g);
+        if (tg__ctx_needs_grad(ctx, 2))
+            return tg_tensor_zeros(&gi[2], g->dtype, b.src->ndim, b.src->shape);
         return TG_OK;
     }
     TG_TRY(tg_op_ctx_saved_output(ctx, 3, &b.y));
