@@ -1363,6 +1363,69 @@ TG_API int tg_index_put(tg_tensor **out, tg_tensor *x, int n, tg_tensor *const *
  * order, then zeros. */
 TG_API int tg_masked_scatter(tg_tensor **out, tg_tensor *x, tg_tensor *mask, tg_tensor *source);
 
+/* ---- more shape ops (torch.repeat_interleave, tile, rot90, diff,
+ * meshgrid, cartesian_prod, block_diag, triu_indices, tril_indices) ----
+ * Each returns new references; on error the out-pointers are untouched.
+ * Made of recorded ops (index_select, repeat, flip, transpose, narrow,
+ * sub, cat, reshape, expand, pad, stack), so a float result is
+ * differentiable to any order with torch's gradients.  Any dtype where
+ * the ops they are made of take it.  TG_EINVAL for a NULL argument or a
+ * dim out of range. */
+/* torch.repeat_interleave(x, repeats, dim): each slice of x along dim
+ * repeated repeats times in place ([a, b] -> [a, a, b, b]); repeats >= 0
+ * (TG_EINVAL).  tg_repeat_interleave_tensor takes a count per slice:
+ * repeats is i64 or i32 (TG_EDTYPE), 0-d or 1-d of 1 or x.size(dim)
+ * values (TG_ESHAPE), each >= 0 (TG_EINVAL naming it).  torch's dim=None
+ * is tg_reshape(x, (-1)) first.  x has a dim (a 0-d x is TG_ESHAPE, as
+ * torch).  The gradient adds each copy's g back (index_add). */
+TG_API int tg_repeat_interleave(tg_tensor **out, tg_tensor *x, int64_t repeats, int dim);
+TG_API int tg_repeat_interleave_tensor(tg_tensor **out, tg_tensor *x, tg_tensor *repeats,
+                                       int dim);
+/* torch.tile(x, reps): tg_repeat with reps first padded with leading 1s
+ * to x's ndim (n may be below it, unlike tg_repeat); n in [0,
+ * TG_MAX_DIMS]. */
+TG_API int tg_tile(tg_tensor **out, tg_tensor *x, int n, const int64_t *reps);
+/* torch.rot90(x, k, dims): x rotated by 90 degrees k times (any k, taken
+ * mod 4) in the plane of dims[0] and dims[1], from the first towards the
+ * second; x has at least 2 dims (TG_ESHAPE), dims name two different dims
+ * (TG_EINVAL).  As torch: k mod 4 of 1 and 3 give a transposed view of a
+ * flipped copy, 2 a flipped copy, 0 a copy. */
+TG_API int tg_rot90(tg_tensor **out, tg_tensor *x, int64_t k, const int *dims);
+/* torch.diff(x, n, dim, prepend, append): the n-th forward difference
+ * along dim, out[i] = t[i + 1] - t[i] applied n times to t = cat(prepend,
+ * x, append) (prepend and append may be NULL; else x's ndim and extents
+ * but at dim, TG_ESHAPE; dtypes promote as tg_cat's).  n = 0 gives x
+ * itself, retained, prepend and append left out (as torch 1.13); once t
+ * is empty along dim it stays so.  n < 0 is TG_EINVAL (torch 1.13 returns x).  Integer
+ * differences wrap as tg_sub's (a u8 0 - 1 is 255, as torch's). */
+TG_API int tg_diff(tg_tensor **out, tg_tensor *x, int64_t n, int dim, tg_tensor *prepend,
+                   tg_tensor *append);
+typedef enum tg_meshgrid_indexing {
+    TG_MESHGRID_IJ,   /* matrix indexing: output dims in the inputs' order */
+    TG_MESHGRID_XY,   /* Cartesian: the first two swapped */
+} tg_meshgrid_indexing;
+/* torch.meshgrid(*tensors, indexing): n (1 to TG_MAX_DIMS) 0-d or 1-d
+ * tensors (TG_ESHAPE) of one dtype (TG_EDTYPE) give n tensors in outs,
+ * each of shape (s0, ..., sn-1) (XY: (s1, s0, s2, ...)), tensor i varying
+ * along its own dim: expanded views of the inputs, as torch's. */
+TG_API int tg_meshgrid(tg_tensor **outs, int n, tg_tensor *const *tensors,
+                       tg_meshgrid_indexing indexing);
+/* torch.cartesian_prod(*tensors): n (1 to TG_MAX_DIMS) 1-d tensors
+ * (TG_ESHAPE) of one dtype (TG_EDTYPE) give their product's rows, (s0 *
+ * ... * sn-1, n), in row-major order; n = 1 gives tensors[0] itself,
+ * retained, as torch. */
+TG_API int tg_cartesian_prod(tg_tensor **out, int n, tg_tensor *const *tensors);
+/* torch.block_diag(*tensors): the n tensors (0-d as 1x1, 1-d as one row,
+ * 2-d; more dims are TG_ESHAPE) along the diagonal of a matrix of zeros,
+ * of dtype their promotion (tg_cat's); n = 0 gives an f32 (1, 0), as
+ * torch's. */
+TG_API int tg_block_diag(tg_tensor **out, int n, tg_tensor *const *tensors);
+/* torch.triu_indices(row, col, offset) / torch.tril_indices: the (i, j)
+ * of a row x col matrix with j - i >= offset (triu) or <= offset (tril),
+ * row-major, as an i64 (2, count) tensor; row and col >= 0 (TG_EINVAL). */
+TG_API int tg_triu_indices(tg_tensor **out, int64_t row, int64_t col, int64_t offset);
+TG_API int tg_tril_indices(tg_tensor **out, int64_t row, int64_t col, int64_t offset);
+
 #ifdef __cplusplus
 }
 #endif
