@@ -1,8 +1,8 @@
 /* tests/test_shape_more.c - tg_repeat_interleave(_tensor), tg_tile,
  * tg_rot90, tg_diff, tg_meshgrid, tg_cartesian_prod, tg_block_diag,
  * tg_triu_indices and tg_tril_indices against PyTorch's (values bit for
- * bit), with their gradients (f64, to rounding), gradcheck and gradgradcheck, views where torch gives
- * views, and the refusals.  Goldens: scripts/make_shape_more_goldens.py. */
+ * bit), with their gradients (f64, to rounding), gradcheck and
+ * gradgradcheck, views where torch gives views, and the refusals.  Goldens: scripts/make_shape_more_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <stdio.h>
