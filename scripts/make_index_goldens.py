@@ -22,7 +22,8 @@ side); index_fill takes negative indices; index_copy and index_put
 without accumulate name each position once (torch leaves repeats
 undefined), index_put with accumulate repeats positions; index_put's
 index tensors broadcast together and its values broadcast to the indexed
-shape; masked_scatter's mask broadcasts against x and source has more
+shape, and some cases index with a bool mask (stored as u8) over x's
+leading dims, alone or after an index tensor; masked_scatter's mask broadcasts against x and source has more
 elements than the mask selects.
 """
 import os
@@ -98,6 +99,19 @@ def cases(dt):
                             lambda t, n=n, acc=acc: t["x"].index_put(
                                 tuple(t["index%d" % k] for k in range(n)), t["src"],
                                 accumulate=acc)))
+        for acc in (False, True):   # a bool mask over the first dims, alone or after an index
+            for lead in ((0,), (1,)) if r > 1 else ((0,),):
+                mdims = r - lead[0] if r < 3 else 2 - lead[0]
+                mask = torch.rand(shape[lead[0]:lead[0] + mdims]) < 0.5
+                ix = ([torch.randint(0, shape[0], (1,))] if lead[0] else []) + [mask]
+                sel = int(mask.sum())
+                vshape = (1,) + tuple(shape[lead[0] + mdims:])
+                inputs = {"x": rnd(shape, dt), "src": rnd(vshape, dt)}
+                inputs.update({"index%d" % k: v for k, v in enumerate(ix)})
+                out.append(("index_put", {"n": len(ix), "accumulate": int(acc), "sel": sel},
+                            inputs, lambda t, n=len(ix), acc=acc: t["x"].index_put(
+                                tuple(t["index%d" % k] for k in range(n)), t["src"],
+                                accumulate=acc)))
         mshape = (shape[-1],) if r > 1 else shape
         mask = torch.rand(mshape) < 0.5
         sel = int(mask.expand(shape).sum())
@@ -130,8 +144,9 @@ def main():
             grads = torch.autograd.grad(y, wrt, g)
             p = "case%d." % i
             res = dict(inputs)
-            if "mask" in res:
-                res["mask"] = res["mask"].to(torch.uint8)
+            for k, v in res.items():   # torch's bool as u8
+                if v.dtype == torch.bool:
+                    res[k] = v.to(torch.uint8)
             res.update({"g": g, "y": y, "dx": grads[0]})
             if len(grads) > 1:
                 res["dsrc"] = grads[1]

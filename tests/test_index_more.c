@@ -1,7 +1,8 @@
 /* tests/test_index_more.c - tg_take_along_dim (with and without dim),
  * tg_index_fill, tg_index_copy, tg_index_put and tg_masked_scatter against
  * PyTorch's with their gradients (f32, f64, f16, bf16; broadcast indices,
- * masks and values, negative indices, accumulated repeats), gradcheck and
+ * masks and values, negative indices, accumulated repeats, index_put's
+ * bool masks), gradcheck and
  * gradgradcheck in f64, strided inputs and the refusals.
  * Goldens: scripts/make_index_goldens.py. */
 #include <criterion/criterion.h>
@@ -195,6 +196,8 @@ Test(index_more, refusals)
                             TG_ESHAPE, "values must broadcast");
     th_expect_refused_clean(tg_index_put(out_, x, 1, (tg_tensor *[]){i1}, NULL, true),
                             TG_EINVAL, "values must not be NULL");
+    th_expect_refused_clean(tg_index_put(out_, x, 1, (tg_tensor *[]){m}, v3, false), TG_ESHAPE,
+                            "indices[0] is a mask whose size 3 at its dim 0 does not match");
     th_expect_refused_clean(tg_masked_scatter(out_, x, mf, v3), TG_EDTYPE, "mask has dtype");
     th_expect_refused_clean(tg_masked_scatter(out_, x, m, v3), TG_ESHAPE,
                             "mask selects 6 elements but source has only 3");

@@ -1343,15 +1343,18 @@ TG_API int tg_index_fill(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *inde
 TG_API int tg_index_copy(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index,
                          tg_tensor *src);
 /* torch.index_put(x, indices, values, accumulate) with n (1 to x's ndim)
- * integer index tensors for x's first n dims: x[i0, ..., in-1] = values
- * (accumulate: +=).  The index tensors broadcast together to a shape B
- * (TG_ESHAPE), negative values count from the end; values broadcast to B
- * followed by x's remaining extents (TG_ESHAPE).  A position named twice
- * keeps the later values without accumulate (torch: undefined), and adds
- * up in order with it.  dx is g (accumulate) or g with the written
- * positions 0; dvalues is g at the positions, summed over the dims values
- * was broadcast along.  Boolean masks and None entries (slices) are not
- * taken: tg_nonzero of a mask gives its index tensors. */
+ * index tensors for x's leading dims: x[i0, ..., in-1] = values
+ * (accumulate: +=).  An i64 index tensor addresses one dim; a u8 one is
+ * a mask (torch's bool; torch reads uint8 indices so too) over as many
+ * dims as it has, from where it stands, with their extents (TG_ESHAPE),
+ * and stands for the index tensors of its nonzero elements.  The index
+ * tensors broadcast together to a shape B (TG_ESHAPE), negative values
+ * count from the end; values broadcast to B followed by x's remaining
+ * extents (TG_ESHAPE).  A position named twice keeps the later values
+ * without accumulate (torch: undefined), and adds up in order with it.
+ * dx is g (accumulate) or g with the written positions 0; dvalues is g
+ * at the positions, summed over the dims values was broadcast along.
+ * None entries (slices) are not taken. */
 TG_API int tg_index_put(tg_tensor **out, tg_tensor *x, int n, tg_tensor *const *indices,
                         tg_tensor *values, bool accumulate);
 /* torch.masked_scatter(x, mask, source): x and mask (u8, torch's bool;

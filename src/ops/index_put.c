@@ -82,22 +82,13 @@ static int index_shape(const char *op, int k, tg_tensor *const *idx, int *nb, in
     return TG_OK;
 }
 
-static int index_put(tg_tensor **out, tg_tensor *x, int k, tg_tensor *const *idx,
-                     tg_tensor *values, bool accumulate)
+/* index_put with k i64 index tensors, checked but for their values. */
+static int put_rows(tg_tensor **out, tg_tensor *x, int k, tg_tensor *const *idx,
+                    tg_tensor *values, bool accumulate)
 {
     const char *op = "index_put";
-    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
-    TG_CHECK(values != NULL, TG_EINVAL, "%s: values must not be NULL", op);
-    TG_CHECK(k >= 1 && k <= x->ndim, TG_EINVAL,
-             "%s: %d index tensors for x with %d dims; expected 1 to %d", op, k, x->ndim,
-             x->ndim);
-    TG_CHECK(idx != NULL, TG_EINVAL, "%s: indices must not be NULL", op);
-    for (int j = 0; j < k; j++) {
-        TG_CHECK(idx[j] != NULL, TG_EINVAL, "%s: indices[%d] must not be NULL", op, j);
-        TG_CHECK(idx[j]->dtype == TG_I64, TG_EDTYPE,
-                 "%s: indices[%d] has dtype %s; it must be i64", op, j,
-                 tg_dtype_name(idx[j]->dtype));
-    }
+    TG_CHECK(k <= x->ndim, TG_EINVAL, "%s: the indices address %d dims of x, which has %d", op,
+             k, x->ndim);
     TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE,
              "%s: x has dtype %s; float dtypes only (f32, f64, f16, bf16)", op,
              tg_dtype_name(x->dtype));
@@ -140,6 +131,70 @@ done:
     tg_tensor_release(vf);
     tg_tensor_release(xf);
     tg_tensor_release(yf);
+    return rc;
+}
+
+/* A u8 mask at position d of the indices stands for the index tensors
+ * of its nonzero elements, one per dim it covers (x's dims d, d + 1,
+ * ...), as torch reads a bool (or uint8) index; *cols gets them. */
+static int mask_columns(const char *op, const tg_tensor *x, int j, int d, tg_tensor *mask,
+                        tg_tensor **cols, int *ncols)
+{
+    TG_CHECK(mask->ndim >= 1 && d + mask->ndim <= x->ndim, TG_ESHAPE,
+             "%s: indices[%d] is a mask of %d dims at x's dim %d, beyond x's %d dims", op, j,
+             mask->ndim, d, x->ndim);
+    for (int i = 0; i < mask->ndim; i++)
+        TG_CHECK(mask->shape[i] == x->shape[d + i], TG_ESHAPE,
+                 "%s: indices[%d] is a mask whose size %lld at its dim %d does not match x's "
+                 "%lld at dim %d", op, j, (long long)mask->shape[i], i,
+                 (long long)x->shape[d + i], d + i);
+    tg_tensor *nz = NULL;
+    TG_TRY(tg_nonzero(&nz, mask));   /* (count, mask's ndim) */
+    int rc = TG_OK, c = 0;
+    for (; c < mask->ndim && rc >= 0; c++) {
+        tg_tensor *col = NULL;
+        rc = tg_narrow(&col, nz, 1, c, 1);
+        if (rc >= 0) rc = tg_reshape(&cols[c], col, 1, (int64_t[]){-1});
+        tg_tensor_release(col);
+    }
+    tg_tensor_release(nz);
+    *ncols = c;
+    return rc;
+}
+
+static int index_put(tg_tensor **out, tg_tensor *x, int n, tg_tensor *const *idx,
+                     tg_tensor *values, bool accumulate)
+{
+    const char *op = "index_put";
+    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
+    TG_CHECK(values != NULL, TG_EINVAL, "%s: values must not be NULL", op);
+    TG_CHECK(n >= 1 && n <= x->ndim, TG_EINVAL,
+             "%s: %d index tensors for x with %d dims; expected 1 to %d", op, n, x->ndim,
+             x->ndim);
+    TG_CHECK(idx != NULL, TG_EINVAL, "%s: indices must not be NULL", op);
+    for (int j = 0; j < n; j++) {
+        TG_CHECK(idx[j] != NULL, TG_EINVAL, "%s: indices[%d] must not be NULL", op, j);
+        TG_CHECK(idx[j]->dtype == TG_I64 || idx[j]->dtype == TG_U8, TG_EDTYPE,
+                 "%s: indices[%d] has dtype %s; it must be i64 (or u8, a mask)", op, j,
+                 tg_dtype_name(idx[j]->dtype));
+    }
+    tg_tensor *ix[TG_MAX_DIMS] = {NULL};
+    int k = 0, rc = TG_OK;
+    for (int j = 0; j < n && rc >= 0; j++) {
+        if (idx[j]->dtype == TG_I64) {
+            if (k < x->ndim) ix[k] = tg_tensor_retain(idx[j]);
+            k++;
+            continue;
+        }
+        int got = 0;
+        rc = k + idx[j]->ndim <= x->ndim
+                 ? mask_columns(op, x, j, k, idx[j], &ix[k], &got)
+                 : tg__error(TG_ESHAPE, "%s: indices[%d] is a mask of %d dims at x's dim %d, "
+                                        "beyond x's %d dims", op, j, idx[j]->ndim, k, x->ndim);
+        k += idx[j]->ndim;
+    }
+    if (rc >= 0) rc = put_rows(out, x, k, ix, values, accumulate);
+    for (int j = 0; j < TG_MAX_DIMS; j++) tg_tensor_release(ix[j]);
     return rc;
 }
 
