@@ -2,8 +2,8 @@
  * tg_index_fill, tg_index_copy, tg_index_put and tg_masked_scatter against
  * PyTorch's with their gradients (f32, f64, f16, bf16; broadcast indices,
  * masks and values, negative indices, accumulated repeats, index_put's
- * bool masks), gradcheck and
- * gradgradcheck in f64, strided inputs and the refusals.
+ * bool masks), gradcheck and gradgradcheck in f64, strided inputs and the
+ * refusals.
  * Goldens: scripts/make_index_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
