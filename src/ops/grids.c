@@ -184,6 +184,8 @@ static int tri_indices(tg_tensor **out, const char *op, int64_t row, int64_t col
         hi = hi > col ? col : hi;
         count += hi > lo ? hi - lo : 0;
     }
+    TG_CHECK(tg__shape_bytes_fit(2, (int64_t[]){2, count}, 8), TG_EINVAL,
+             "%s: %lld indices do not fit in memory", op, (long long)count);
     tg_tensor *t = tg__tensor_empty(TG_I64, 2, (int64_t[]){2, count});
     if (!t) return TG_ENOMEM;
     int64_t *v = tg_tensor_data(t), k = 0;
