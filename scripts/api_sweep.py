@@ -29,6 +29,7 @@ SKIP = {
     "tg_shape_str",                            # writes n bytes into buf
     "tg_feature_stats",                        # writes d and d*d doubles
     "tg_grad", "tg_cat", "tg_stack",           # read n entries of an array
+    "tg_block_diag",
     "tg_pad_sequence", "tg_pack_sequence",
     "tg_split", "tg_split_size", "tg_chunk", "tg_unbind",   # write cap pieces
     "tg_clip_grad_norm", "tg_clip_grad_value",

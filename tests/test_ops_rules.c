@@ -104,6 +104,8 @@ Test(ops_rules, amp_policies_are_registered)
         {"selu", TG_AMP_KEEP},        {"celu", TG_AMP_KEEP},       {"hardshrink", TG_AMP_KEEP},
         {"softshrink", TG_AMP_KEEP},  {"threshold", TG_AMP_KEEP},  {"glu", TG_AMP_KEEP},
         {"unfold", TG_AMP_KEEP},      {"fold", TG_AMP_KEEP},
+        {"scatter", TG_AMP_KEEP},     {"scatter_value", TG_AMP_KEEP},
+        {"scatter_reduce", TG_AMP_KEEP},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         tg_op_info info;

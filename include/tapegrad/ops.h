@@ -1323,6 +1323,181 @@ TG_API int tg_layer_norm(tg_tensor **out, tg_tensor *x, int n_normalized,
 TG_API int tg_group_norm(tg_tensor **out, tg_tensor *x, int64_t num_groups, tg_tensor *weight,
                          tg_tensor *bias, double eps);
 
+/* ---- writes by index along one dim (torch.scatter, scatter_reduce) ----
+ * Out of place, each returning a new reference (a new contiguous tensor of
+ * x's shape and dtype); on error *out is untouched.  x and src are float
+ * (f32, f64, f16, bf16) of one dtype, index is i64 (else TG_EDTYPE), with
+ * x's ndim and index.size(d) <= x.size(d) for d != dim, and src has
+ * index's shape (TG_ESHAPE; torch also takes a larger src in the forward,
+ * whose backward then fails).  An empty index writes nothing and is not
+ * checked against x, as torch's.  dim may be negative; a 0-d x takes dim 0
+ * or -1.  An index value outside [0, x.size(dim)) is TG_EINVAL naming its
+ * position, value and the extent, and nothing is written.  x, index and
+ * src may have any strides.  Differentiable to any order in x and src
+ * (torch's formulas); the index gets no gradient.  AMP policy keep, as
+ * tg_scatter_add.  TG_EINVAL for a NULL out, x, index or src or a dim out
+ * of range. */
+/* torch.scatter(x, dim, index, src): out = x with out[i][index[i][j][k]][k]
+ * = src[i][j][k] (dim = 1), src's bits copied.  Where the index names one
+ * element more than once, the last in the index's row-major order stays,
+ * as torch 1.13's CPU kernel (torch calls it undefined).  dx =
+ * scatter_value(g, dim, index, 0); dsrc = gather(g, dim, index), so every
+ * term gets its element's g, the overwritten ones too, as torch. */
+TG_API int tg_scatter(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index, tg_tensor *src);
+/* torch.scatter(x, dim, index, value): out = x with value at the elements
+ * the index names; value is rounded to x's dtype (TG_EINVAL past its
+ * range, as tg_masked_fill).  dx = scatter_value(g, dim, index, 0). */
+TG_API int tg_scatter_value(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index,
+                            double value);
+/* The reductions of tg_scatter_reduce (torch's reduce strings). */
+typedef enum tg_scatter_reduce_op {
+    TG_SCATTER_SUM,
+    TG_SCATTER_PROD,
+    TG_SCATTER_MEAN,
+    TG_SCATTER_AMAX,
+    TG_SCATTER_AMIN,
+} tg_scatter_reduce_op;
+/* torch.scatter_reduce(x, dim, index, src, reduce, include_self): each
+ * element the index names is the reduction of x's element (include_self;
+ * else the reduction's identity) and its terms of src in the index's
+ * row-major order, rounded to x's dtype at each step as torch 1.13's CPU
+ * kernel (f16 and bf16 computed in f32 and rounded); the other elements
+ * keep x's.  mean divides by the count of terms (plus 1 with
+ * include_self) kept in x's dtype, as torch's; amax / amin keep the
+ * earlier of equal values (0.0 then -0.0 gives 0.0) and a NaN term gives
+ * NaN.  Gradients as torch 1.13's scatter_reduce_backward: sum dx = g,
+ * dsrc = gather(g); mean divides those by the counts; amax / amin share g
+ * evenly among x's element and the terms equal to the result; prod dx = g
+ * times the product of the others, with zeros handled as torch (two or
+ * more zeros of src reaching one element give them 0).  Without
+ * include_self dx is 0 at the elements the index names.  All are made of
+ * differentiable ops, but prod's dsrc with two zeros of src reaching one
+ * element: a create_graph backward needing it is TG_EUNSUPPORTED (torch
+ * refuses only its derivative).  TG_EINVAL for a reduce outside the enum. */
+TG_API int tg_scatter_reduce(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index,
+                             tg_tensor *src, tg_scatter_reduce_op reduce, bool include_self);
+/* "sum", "prod", "mean", "amax" or "amin" (static), torch's string for
+ * reduce; NULL for a value outside the enum. */
+TG_API const char *tg_scatter_reduce_name(tg_scatter_reduce_op reduce);
+
+/* ---- more indexing (torch.take_along_dim, index_fill, index_copy,
+ * index_put, masked_scatter) ----
+ * Out of place, each returning a new reference; on error *out is
+ * untouched.  Made of recorded ops (gather, scatter, index_add, expand,
+ * reshape), so differentiable to any order in x and the values, with
+ * torch's gradients; index tensors get none.  x and the values are float
+ * (f32, f64, f16, bf16) of one dtype, index tensors i64 (TG_EDTYPE
+ * otherwise).  TG_EINVAL for a NULL argument, a dim out of range, or an
+ * index value out of range (naming it, the dim and its extent);
+ * TG_ESHAPE for shapes that do not fit, as below. */
+/* torch.take_along_dim(x, indices, dim): gather(x, dim, indices) with x
+ * and indices broadcast to each other at every dim but dim; they have the
+ * same number of dims (TG_ESHAPE).  Indices in [0, x.size(dim)) (torch
+ * takes no negative ones here either).  tg_take_along_dim_flat is
+ * torch.take_along_dim(x, indices) without dim: both flattened first. */
+TG_API int tg_take_along_dim(tg_tensor **out, tg_tensor *x, tg_tensor *indices, int dim);
+TG_API int tg_take_along_dim_flat(tg_tensor **out, tg_tensor *x, tg_tensor *indices);
+/* torch.index_fill(x, dim, index, value): x with value at the positions
+ * index (1-d or 0-d) names along dim; negative values count from the
+ * end, as torch's.  value is rounded to x's dtype (TG_EINVAL past its
+ * range).  dx = index_fill(g, dim, index, 0). */
+TG_API int tg_index_fill(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index,
+                         double value);
+/* torch.index_copy(x, dim, index, src): x with its slices index[j] along
+ * dim replaced by src's slice j; src has x's shape with the index's
+ * length at dim (TG_ESHAPE).  Values in [0, x.size(dim)), as torch's (no
+ * negative ones).  A position named twice keeps the later src slice
+ * (torch calls that undefined).  dx = index_fill(g, dim, index, 0), dsrc =
+ * index_select(g, dim, index). */
+TG_API int tg_index_copy(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index,
+                         tg_tensor *src);
+/* torch.index_put(x, indices, values, accumulate) with n (1 to x's ndim)
+ * index tensors for x's leading dims: x[i0, ..., in-1] = values
+ * (accumulate: +=).  An i64 index tensor addresses one dim; a u8 one is
+ * a mask (torch's bool; torch reads uint8 indices so too) over as many
+ * dims as it has, from where it stands, with their extents (TG_ESHAPE),
+ * and stands for the index tensors of its nonzero elements.  The index
+ * tensors broadcast together to a shape B (TG_ESHAPE), negative values
+ * count from the end; values broadcast to B followed by x's remaining
+ * extents (TG_ESHAPE).  A position named twice keeps the later values
+ * without accumulate (torch: undefined), and adds up in order with it.
+ * dx is g (accumulate) or g with the written positions 0; dvalues is g
+ * at the positions, summed over the dims values was broadcast along.
+ * None entries (slices) are not taken. */
+TG_API int tg_index_put(tg_tensor **out, tg_tensor *x, int n, tg_tensor *const *indices,
+                        tg_tensor *values, bool accumulate);
+/* torch.masked_scatter(x, mask, source): x and mask (u8, torch's bool;
+ * TG_EDTYPE otherwise) broadcast together (TG_ESHAPE); where mask is
+ * nonzero, in row-major order, the result takes source's elements in
+ * row-major order; source (any shape, x's dtype) needs at least as many
+ * elements as mask selects (TG_ESHAPE).  dx = g where mask is 0 (summed
+ * over x's broadcast dims); dsource is g at the selected positions, in
+ * order, then zeros. */
+TG_API int tg_masked_scatter(tg_tensor **out, tg_tensor *x, tg_tensor *mask, tg_tensor *source);
+
+/* ---- more shape ops (torch.repeat_interleave, tile, rot90, diff,
+ * meshgrid, cartesian_prod, block_diag, triu_indices, tril_indices) ----
+ * Each returns new references; on error the out-pointers are untouched.
+ * Made of recorded ops (index_select, repeat, flip, transpose, narrow,
+ * sub, cat, reshape, expand, pad, stack), so a float result is
+ * differentiable to any order with torch's gradients.  Any dtype where
+ * the ops they are made of take it.  TG_EINVAL for a NULL argument or a
+ * dim out of range. */
+/* torch.repeat_interleave(x, repeats, dim): each slice of x along dim
+ * repeated repeats times in place ([a, b] -> [a, a, b, b]); repeats >= 0
+ * (TG_EINVAL).  tg_repeat_interleave_tensor takes a count per slice:
+ * repeats is i64 or i32 (TG_EDTYPE), 0-d or 1-d of 1 or x.size(dim)
+ * values (TG_ESHAPE), each >= 0 (TG_EINVAL naming it).  torch's dim=None
+ * is tg_reshape(x, (-1)) first.  x has a dim (a 0-d x is TG_ESHAPE, as
+ * torch).  The gradient adds each copy's g back (index_add). */
+TG_API int tg_repeat_interleave(tg_tensor **out, tg_tensor *x, int64_t repeats, int dim);
+TG_API int tg_repeat_interleave_tensor(tg_tensor **out, tg_tensor *x, tg_tensor *repeats,
+                                       int dim);
+/* torch.tile(x, reps): tg_repeat with reps first padded with leading 1s
+ * to x's ndim (n may be below it, unlike tg_repeat); n in [0,
+ * TG_MAX_DIMS]. */
+TG_API int tg_tile(tg_tensor **out, tg_tensor *x, int n, const int64_t *reps);
+/* torch.rot90(x, k, dims): x rotated by 90 degrees k times (any k, taken
+ * mod 4) in the plane of dims[0] and dims[1], from the first towards the
+ * second; x has at least 2 dims (TG_ESHAPE), dims name two different dims
+ * (TG_EINVAL).  As torch: k mod 4 of 1 and 3 give a transposed view of a
+ * flipped copy, 2 a flipped copy, 0 a copy. */
+TG_API int tg_rot90(tg_tensor **out, tg_tensor *x, int64_t k, const int *dims);
+/* torch.diff(x, n, dim, prepend, append): the n-th forward difference
+ * along dim, out[i] = t[i + 1] - t[i] applied n times to t = cat(prepend,
+ * x, append) (prepend and append may be NULL; else x's ndim and extents
+ * but at dim, TG_ESHAPE; dtypes promote as tg_cat's).  n = 0 gives x
+ * itself, retained, prepend and append left out (as torch 1.13); once t
+ * is empty along dim it stays so.  n < 0 is TG_EINVAL (torch 1.13 returns x).  Integer
+ * differences wrap as tg_sub's (a u8 0 - 1 is 255, as torch's). */
+TG_API int tg_diff(tg_tensor **out, tg_tensor *x, int64_t n, int dim, tg_tensor *prepend,
+                   tg_tensor *append);
+typedef enum tg_meshgrid_indexing {
+    TG_MESHGRID_IJ,   /* matrix indexing: output dims in the inputs' order */
+    TG_MESHGRID_XY,   /* Cartesian: the first two swapped */
+} tg_meshgrid_indexing;
+/* torch.meshgrid(*tensors, indexing): n (1 to TG_MAX_DIMS) 0-d or 1-d
+ * tensors (TG_ESHAPE) of one dtype (TG_EDTYPE) give n tensors in outs,
+ * each of shape (s0, ..., sn-1) (XY: (s1, s0, s2, ...)), tensor i varying
+ * along its own dim: expanded views of the inputs, as torch's. */
+TG_API int tg_meshgrid(tg_tensor **outs, int n, tg_tensor *const *tensors,
+                       tg_meshgrid_indexing indexing);
+/* torch.cartesian_prod(*tensors): n (1 to TG_MAX_DIMS) 1-d tensors
+ * (TG_ESHAPE) of one dtype (TG_EDTYPE) give their product's rows, (s0 *
+ * ... * sn-1, n), in row-major order; n = 1 gives tensors[0] itself,
+ * retained, as torch. */
+TG_API int tg_cartesian_prod(tg_tensor **out, int n, tg_tensor *const *tensors);
+/* torch.block_diag(*tensors): the n tensors (0-d as 1x1, 1-d as one row,
+ * 2-d; more dims are TG_ESHAPE) along the diagonal of a matrix of zeros,
+ * of dtype their promotion (tg_cat's); n = 0 gives an f32 (1, 0), as
+ * torch's. */
+TG_API int tg_block_diag(tg_tensor **out, int n, tg_tensor *const *tensors);
+/* torch.triu_indices(row, col, offset) / torch.tril_indices: the (i, j)
+ * of a row x col matrix with j - i >= offset (triu) or <= offset (tril),
+ * row-major, as an i64 (2, count) tensor; row and col >= 0 (TG_EINVAL). */
+TG_API int tg_triu_indices(tg_tensor **out, int64_t row, int64_t col, int64_t offset);
+TG_API int tg_tril_indices(tg_tensor **out, int64_t row, int64_t col, int64_t offset);
+
 #ifdef __cplusplus
 }
 #endif

@@ -82,7 +82,9 @@
     X(linalg_compose, 1) /* linalg_compose.c: linalg_pinv */ \
     X(linalg_qr, 1)      /* linalg_qr.c: linalg_qr */ \
     X(emb_sparse, 1)     /* embedding_sparse.c: embedding_sparse */ \
-    X(ctc_loss, 1)       /* ctc_loss.c: ctc_loss */
+    X(ctc_loss, 1)       /* ctc_loss.c: ctc_loss */ \
+    X(scatter, 2)        /* scatter.c: scatter scatter_value */ \
+    X(scatter_reduce, 1) /* scatter_reduce.c: scatter_reduce */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];
