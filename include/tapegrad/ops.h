@@ -1254,6 +1254,57 @@ TG_API int tg_layer_norm(tg_tensor **out, tg_tensor *x, int n_normalized,
 TG_API int tg_group_norm(tg_tensor **out, tg_tensor *x, int64_t num_groups, tg_tensor *weight,
                          tg_tensor *bias, double eps);
 
+/* ---- special math functions (torch.logaddexp, torch.xlogy, torch.erfinv,
+ * ...) ----
+ * Each returns a new reference in *out; on error *out is left NULL and the
+ * call returns a negative tg_status: TG_EINVAL for a NULL argument (the
+ * message names it: "logaddexp: input 1 is NULL"), TG_EDTYPE for a dtype
+ * the op refuses (naming the input and its dtype), TG_ESHAPE for operands
+ * that do not broadcast.  f32 and f64 take torch 1.13's CPU steps, each
+ * rounded in the dtype, their transcendental functions computed in double
+ * and rounded once; f16 and bf16 are computed in f32 and rounded once.
+ * Gradients are torch's formulas, differentiable to any order. */
+/* torch.logaddexp(a, b) = log(e^a + e^b) and torch.logaddexp2(a, b) =
+ * log2(2^a + 2^b), a and b broadcast together, in torch's stable form
+ * max(a, b) + log1p(e^-|a - b|) (-inf with -inf is -inf, inf with inf is
+ * inf).  Gradients the softmax weights g / (1 + e^(b - a)) and
+ * g / (1 + e^(a - b)) (2^ for logaddexp2), summed to each input's shape.
+ * Integer operands are TG_EDTYPE, as torch's; two float dtypes promote
+ * (PROMOTE). */
+TG_API int tg_logaddexp(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_logaddexp2(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* torch.xlogy(x, y) = x log(y) and torch.special.xlog1py(x, y) =
+ * x log1p(y), broadcast: NaN where y is NaN, else 0 where x == 0.
+ * Gradients dx = xlogy(g, y) (0 where x == 0 and y <= 0; xlog1py: y <= -1)
+ * and dy = g x / y (g x / (y + 1)).  Integers are promoted as torch: two
+ * give f32, one with a float the float's dtype. */
+TG_API int tg_xlogy(tg_tensor **out, tg_tensor *x, tg_tensor *y);
+TG_API int tg_xlog1py(tg_tensor **out, tg_tensor *x, tg_tensor *y);
+/* torch.hypot(a, b) = sqrt(a^2 + b^2) without overflow, broadcast;
+ * gradients g a / hypot and g b / hypot (NaN at the origin).  Integer
+ * operands are TG_EDTYPE, as torch's. */
+TG_API int tg_hypot(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* torch.erfc(a) = 1 - erf(a) (no cancellation for large a); gradient
+ * -g 2/sqrt(pi) e^(-a^2).  An integer a gives f32. */
+TG_API int tg_erfc(tg_tensor **out, tg_tensor *a);
+/* torch.erfinv(a): the x in (-inf, inf) with erf(x) = a; +-inf at +-1, NaN
+ * outside [-1, 1].  Within an ulp of the true value in f64 (Giles'
+ * approximation refined by Halley steps on erf, or on erfc near +-1).
+ * Gradient g sqrt(pi)/2 e^(erfinv(a)^2).  FP32 under autocast (as
+ * PyTorch's CUDA autocast).  An integer a gives f32. */
+TG_API int tg_erfinv(tg_tensor **out, tg_tensor *a);
+/* torch.logit(x, eps) = log(x / (1 - x)), x first clamped to
+ * [eps, 1 - eps] when eps >= 0; NAN (or a negative eps) is torch's
+ * eps=None, no clamp.  Gradient g / (x (1 - x)); with eps 0 outside
+ * [eps, 1 - eps] (and at NaN), without it NaN outside [0, 1].  An integer
+ * x gives f32. */
+TG_API int tg_logit(tg_tensor **out, tg_tensor *x, double eps);
+/* torch.sinc(x) = sin(pi x) / (pi x), 1 at 0; gradient
+ * g (pi x cos(pi x) - sin(pi x)) / (pi x^2), 0 where pi x^2 is 0 (torch's).
+ * An integer x gives f32 (sinc(1) is sin(pi_f) / pi_f = -2.78e-8, as
+ * torch's). */
+TG_API int tg_sinc(tg_tensor **out, tg_tensor *x);
+
 #ifdef __cplusplus
 }
 #endif

@@ -73,7 +73,10 @@
     X(remainder, 3)      /* remainder.c: fmod remainder floor_divide */      \
     X(addcmul, 2)        /* addcmul.c: addcmul addcdiv */ \
     X(ce_rows, 1)        /* cross_entropy_rows.c: cross_entropy */ \
-    X(ce_soft, 1)        /* cross_entropy_soft.c: cross_entropy_soft */
+    X(ce_soft, 1)        /* cross_entropy_soft.c: cross_entropy_soft */ \
+    X(logaddexp, 2)      /* logaddexp.c: logaddexp logaddexp2 */ \
+    X(xlogy, 3)          /* xlogy_hypot.c: xlogy xlog1py hypot */ \
+    X(special_math, 4)   /* special_math.c: erfc erfinv logit sinc */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];

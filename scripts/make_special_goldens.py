@@ -1,0 +1,165 @@
+#!/usr/bin/python3
+"""Writes the PyTorch golden file of the special math ops
+(tests/test_special.c): tests/golden/special.safetensors.
+
+Run from anywhere with the system interpreter (torch 1.13, mpmath):
+    /usr/bin/python3 scripts/make_special_goldens.py
+
+Binary ops (metadata "binary": logaddexp, logaddexp2, xlogy, xlog1py,
+hypot), for d in (f32, f64, bf16): case "<op>" (every pair of the op's
+special values: +-0, +-inf, NaN, +-1 and its edges, then random pairs)
+and "<op>_bc" (a (3, 1) with b (4), random): <case>.<d>.a, .b, .g (a
+random upstream gradient), .out = torch.<op>(a, b), .da, .db (torch's
+gradients of sum(g * out)).
+
+Unary ops (metadata "unary": erfc, erfinv, logit, logit_eps0,
+logit_eps01, logit_epsm01, sinc; logit_eps0 is torch.logit(x, 0.0),
+logit_eps01 torch.logit(x, 0.1) and logit_epsm01 torch.logit(x, -0.1)),
+for each d: <op>.<d>.x (+-0, +-inf, NaN and the op's edges, then random
+values over its range), .g, .y, .dx.
+
+erfinv against the true values: erfinv_ref.x (f64: uniform in (-1, 1),
+values near +-1 down to 1 - 2^-53, tiny ones) and erfinv_ref.y, the exact
+erfinv rounded to f64 (mpmath at 60 digits), with erfinv_ref.torch, torch's
+f64 erfinv of the same x; erfinv_ref32.x and .y the same in f32 (the exact
+value rounded to f64, then to f32), near 1 down to 1 - 2^-24.
+
+Integer inputs: int.x (i32) and int.y (i32) and int.<op> for op in
+(xlogy, xlog1py; erfc, erfinv, logit, sinc of x), torch's f32 results.
+"""
+import math
+import os
+import sys
+
+import mpmath
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stfile import write_safetensors  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "tests", "golden", "special.safetensors")
+SEED = 9311
+DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16}
+SPECIAL = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0]
+
+# name: (torch function, random low, high, edge values paired with each other)
+BINARY = {
+    "logaddexp": (torch.logaddexp, -10, 10, [1000.0, -1000.0, 88.0, 1e-30, 0.5]),
+    "logaddexp2": (torch.logaddexp2, -10, 10, [1000.0, -1000.0, 127.0, 1e-30, 0.5]),
+    "xlogy": (torch.xlogy, 0.01, 10, [1e-30, 2.0, 1e30, 0.5]),
+    "xlog1py": (torch.special.xlog1py, -0.99, 10, [1e-30, -0.5, 1e30, 2.0]),
+    "hypot": (torch.hypot, -10, 10, [3.0, 4.0, 1e30, 1e-30, 1e-40]),
+}
+# name: (function of x, random low, high, edges)
+UNARY = {
+    "erfc": (torch.erfc, -6, 30, [10.0, 26.0, 27.0, -10.0, 1e-30, 0.5]),
+    "erfinv": (torch.erfinv, -1, 1, [0.5, -0.5, 0.9999, -0.9999, 1e-30, 1.5, -2.0,
+                                     0.99999994, 0.7, 0.3]),
+    "logit": (torch.logit, 0, 1, [0.5, 1e-30, 1.5, -0.5, 0.999, 1e-7]),
+    "logit_eps0": (lambda x: torch.logit(x, 0.0), -0.2, 1.2, [0.5, 1e-30, 1.5, -0.5]),
+    "logit_eps01": (lambda x: torch.logit(x, 0.1), -0.2, 1.2,
+                    [0.5, 0.1, 0.9, 0.05, 0.95, 1.5, -0.5]),
+    "logit_epsm01": (lambda x: torch.logit(x, -0.1), -0.2, 1.2, [0.5, 1.05, -0.05, 1.5, -0.5]),
+    "sinc": (torch.sinc, -5, 5, [0.5, 2.0, -3.0, 1e-30, 1e-200, 100.5, 1e10]),
+}
+
+
+def rand(gen, n, lo, hi):
+    return torch.rand(n, dtype=torch.float64, generator=gen) * (hi - lo) + lo
+
+
+def graded(name, fn, inputs, out_names, dt, gen, tensors):
+    """Adds the inputs, a random g, fn's output and torch's gradients of
+    sum(g * out) with respect to each input, all in dt."""
+    xs = [t.to(dt) for _, t in inputs]
+    rs = [x.clone().requires_grad_() for x in xs]
+    out = fn(*rs)
+    g = torch.randn(out.shape, dtype=torch.float64, generator=gen).to(dt)
+    grads = torch.autograd.grad(out, rs, g)
+    for (k, _), x in zip(inputs, xs):
+        tensors.append((name + k, x.contiguous()))
+    tensors.append((name + "g", g.contiguous()))
+    tensors.append((name + "out", out.detach().contiguous()))
+    for k, d in zip(out_names, grads):
+        tensors.append((name + k, d.contiguous()))
+
+
+def binary_cases(gen, tensors):
+    for op, (fn, lo, hi, edges) in BINARY.items():
+        vals = SPECIAL + edges
+        pa = [u for u in vals for _ in vals]
+        pb = [v for _ in vals for v in vals]
+        a = torch.cat([torch.tensor(pa, dtype=torch.float64), rand(gen, 200, lo, hi)])
+        b = torch.cat([torch.tensor(pb, dtype=torch.float64), rand(gen, 200, lo, hi)])
+        ab, bb = rand(gen, 3, lo, hi).reshape(3, 1), rand(gen, 4, lo, hi)
+        for dn, dt in DTYPES.items():
+            graded("%s.%s." % (op, dn), fn, [("a", a), ("b", b)], ["da", "db"], dt, gen,
+                   tensors)
+            graded("%s_bc.%s." % (op, dn), fn, [("a", ab), ("b", bb)], ["da", "db"], dt,
+                   gen, tensors)
+
+
+def unary_cases(gen, tensors):
+    for op, (fn, lo, hi, edges) in UNARY.items():
+        # the specials first: torch's kernels take the last n % (2 * vector
+        # width) elements through their scalar loop, whose logit gradient
+        # differs at NaN and -0.0 from the vectorized one
+        x0 = torch.cat([torch.tensor(SPECIAL[:5] + edges, dtype=torch.float64),
+                        rand(gen, 300, lo, hi)])
+        for dn, dt in DTYPES.items():
+            x = x0.to(dt)
+            g = torch.randn(x.shape, dtype=torch.float64, generator=gen).to(dt)
+            xr = x.clone().requires_grad_()
+            y = fn(xr)
+            (dx,) = torch.autograd.grad(y, (xr,), g)
+            p = "%s.%s." % (op, dn)
+            for k, v in (("x", x), ("g", g), ("y", y), ("dx", dx)):
+                tensors.append((p + k, v.detach().contiguous()))
+
+
+def erfinv_ref(gen, tensors):
+    mpmath.mp.dps = 60
+    near = [1 - 2.0 ** -k for k in range(2, 54)]
+    tiny = [1e-300, 1e-200, 1e-100, 1e-20, 1e-10, 1e-5]
+    x = torch.cat([rand(gen, 400, -1, 1), torch.tensor(near + [-v for v in near] + tiny,
+                                                        dtype=torch.float64)])
+    ref = [float(mpmath.erfinv(mpmath.mpf(v))) for v in x.tolist()]
+    tensors.append(("erfinv_ref.x", x))
+    tensors.append(("erfinv_ref.y", torch.tensor(ref, dtype=torch.float64)))
+    tensors.append(("erfinv_ref.torch", torch.erfinv(x)))
+    x32 = torch.cat([rand(gen, 400, -1, 1).float(),
+                     torch.tensor([1 - 2.0 ** -k for k in range(2, 25)], dtype=torch.float32),
+                     torch.tensor([1e-30, 1e-40, -0.99999994], dtype=torch.float32)])
+    ref32 = [float(mpmath.erfinv(mpmath.mpf(v))) for v in x32.tolist()]
+    tensors.append(("erfinv_ref32.x", x32))
+    tensors.append(("erfinv_ref32.y", torch.tensor(ref32, dtype=torch.float64).float()))
+
+
+def int_cases(tensors):
+    x = torch.tensor([0, 1, 2, -1, 5, 0, 3, -7, 100, 0], dtype=torch.int32)
+    y = torch.tensor([0, 0, 3, 4, -1, -2, 1, 2, 7, 5], dtype=torch.int32)
+    tensors.append(("int.x", x))
+    tensors.append(("int.y", y))
+    outs = {"xlogy": torch.xlogy(x, y), "xlog1py": torch.special.xlog1py(x, y),
+            "erfc": torch.erfc(x), "erfinv": torch.erfinv(x), "logit": torch.logit(x),
+            "sinc": torch.sinc(x)}
+    for k, v in outs.items():
+        assert v.dtype == torch.float32, (k, v.dtype)
+        tensors.append(("int." + k, v))
+
+
+def main():
+    gen = torch.Generator().manual_seed(SEED)
+    tensors = []
+    binary_cases(gen, tensors)
+    unary_cases(gen, tensors)
+    erfinv_ref(gen, tensors)
+    int_cases(tensors)
+    write_safetensors(OUT, tensors, {"binary": ",".join(BINARY), "unary": ",".join(UNARY),
+                                     "torch": torch.__version__})
+    print("wrote", OUT, "(%d tensors)" % len(tensors))
+
+
+if __name__ == "__main__":
+    main()
