@@ -13,7 +13,7 @@ random upstream gradient), .out = torch.<op>(a, b), .da, .db (torch's
 gradients of sum(g * out)).
 
 Unary ops (metadata "unary": erfc, erfinv, logit, logit_eps0,
-logit_eps01, logit_epsm01, sinc; logit_eps0 is torch.logit(x, 0.0),
+logit_eps01, logit_epsm01, sinc, lgamma, digamma, polygamma1..3; logit_eps0 is torch.logit(x, 0.0),
 logit_eps01 torch.logit(x, 0.1) and logit_epsm01 torch.logit(x, -0.1)),
 for each d: <op>.<d>.x (+-0, +-inf, NaN and the op's edges, then random
 values over its range), .g, .y, .dx.
@@ -24,8 +24,16 @@ erfinv rounded to f64 (mpmath at 60 digits), with erfinv_ref.torch, torch's
 f64 erfinv of the same x; erfinv_ref32.x and .y the same in f32 (the exact
 value rounded to f64, then to f32), near 1 down to 1 - 2^-24.
 
+lgamma, digamma and polygamma (n = 1, 2, 3) are unary cases too
+("lgamma", "digamma", "polygamma<n>"; polygamma 2 and 3 without +-inf,
+where torch's zeta gives NaN and -inf).  polygamma against the true
+values: gamma_ref.x (f64: uniform in (0.01, 40), then edges and negative
+non-integers down to -1000.75), gamma_ref.pg<n> (mpmath at 50 digits,
+rounded to f64) and gamma_ref.torch_pg<n>, torch's, for n in 1, 2, 3, 5, 10.
+
 Integer inputs: int.x (i32) and int.y (i32) and int.<op> for op in
-(xlogy, xlog1py; erfc, erfinv, logit, sinc of x), torch's f32 results.
+(xlogy, xlog1py; erfc, erfinv, logit, sinc, lgamma, digamma, polygamma2
+of x), torch's f32 results.
 """
 import math
 import os
@@ -62,6 +70,16 @@ UNARY = {
                     [0.5, 0.1, 0.9, 0.05, 0.95, 1.5, -0.5]),
     "logit_epsm01": (lambda x: torch.logit(x, -0.1), -0.2, 1.2, [0.5, 1.05, -0.05, 1.5, -0.5]),
     "sinc": (torch.sinc, -5, 5, [0.5, 2.0, -3.0, 1e-30, 1e-200, 100.5, 1e10]),
+    "lgamma": (torch.lgamma, -10, 30, [-1.0, -2.0, -0.5, -2.5, 1.0, 2.0, 1e-30, 1e10, 171.5,
+                                       -100.5, 1e30, 3e36]),
+    "digamma": (torch.digamma, -10, 30, [-1.0, -2.0, -0.5, -3.7, 1.0, 1.4616321449683623,
+                                         10.0, 1e-30, 1e10, 1e20, -100.25]),
+    "polygamma1": (lambda x: torch.polygamma(1, x), 0.01, 30,
+                   [-0.5, -2.5, -3.7, 1.0, 1e-30, 1e10, -100.25]),
+    "polygamma2": (lambda x: torch.polygamma(2, x), 0.01, 30,
+                   [-0.5, -2.5, -3.7, 1.0, 1e-10, 1e5], [0.0, -0.0, math.nan]),
+    "polygamma3": (lambda x: torch.polygamma(3, x), 0.01, 30,
+                   [-0.5, -2.5, -3.7, 1.0, 1e-10, 1e5], [0.0, -0.0, math.nan]),
 }
 
 
@@ -101,11 +119,12 @@ def binary_cases(gen, tensors):
 
 
 def unary_cases(gen, tensors):
-    for op, (fn, lo, hi, edges) in UNARY.items():
+    for op, (fn, lo, hi, edges, *sp) in UNARY.items():
+        specials = sp[0] if sp else SPECIAL[:5]
         # the specials first: torch's kernels take the last n % (2 * vector
         # width) elements through their scalar loop, whose logit gradient
         # differs at NaN and -0.0 from the vectorized one
-        x0 = torch.cat([torch.tensor(SPECIAL[:5] + edges, dtype=torch.float64),
+        x0 = torch.cat([torch.tensor(specials + edges, dtype=torch.float64),
                         rand(gen, 300, lo, hi)])
         for dn, dt in DTYPES.items():
             x = x0.to(dt)
@@ -136,6 +155,18 @@ def erfinv_ref(gen, tensors):
     tensors.append(("erfinv_ref32.y", torch.tensor(ref32, dtype=torch.float64).float()))
 
 
+def gamma_ref(gen, tensors):
+    mpmath.mp.dps = 50
+    x = torch.cat([rand(gen, 300, 0.01, 40), torch.tensor(
+        [1e-8, 0.5, 1.0, 1.5, 2.0, 19.5, 20.5, 100.0, 1e4, 1e8, -0.5, -1.5, -2.25, -3.7,
+         -10.1, -99.5, -100.25, -150.5, -1000.75], dtype=torch.float64)])
+    tensors.append(("gamma_ref.x", x))
+    for n in (1, 2, 3, 5, 10):
+        ref = [float(mpmath.polygamma(n, mpmath.mpf(v))) for v in x.tolist()]
+        tensors.append(("gamma_ref.pg%d" % n, torch.tensor(ref, dtype=torch.float64)))
+        tensors.append(("gamma_ref.torch_pg%d" % n, torch.polygamma(n, x)))
+
+
 def int_cases(tensors):
     x = torch.tensor([0, 1, 2, -1, 5, 0, 3, -7, 100, 0], dtype=torch.int32)
     y = torch.tensor([0, 0, 3, 4, -1, -2, 1, 2, 7, 5], dtype=torch.int32)
@@ -143,7 +174,8 @@ def int_cases(tensors):
     tensors.append(("int.y", y))
     outs = {"xlogy": torch.xlogy(x, y), "xlog1py": torch.special.xlog1py(x, y),
             "erfc": torch.erfc(x), "erfinv": torch.erfinv(x), "logit": torch.logit(x),
-            "sinc": torch.sinc(x)}
+            "sinc": torch.sinc(x), "lgamma": torch.lgamma(x), "digamma": torch.digamma(x),
+            "polygamma2": torch.polygamma(2, x)}
     for k, v in outs.items():
         assert v.dtype == torch.float32, (k, v.dtype)
         tensors.append(("int." + k, v))
@@ -155,6 +187,7 @@ def main():
     binary_cases(gen, tensors)
     unary_cases(gen, tensors)
     erfinv_ref(gen, tensors)
+    gamma_ref(gen, tensors)
     int_cases(tensors)
     write_safetensors(OUT, tensors, {"binary": ",".join(BINARY), "unary": ",".join(UNARY),
                                      "torch": torch.__version__})

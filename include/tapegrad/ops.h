@@ -1304,6 +1304,23 @@ TG_API int tg_logit(tg_tensor **out, tg_tensor *x, double eps);
  * An integer x gives f32 (sinc(1) is sin(pi_f) / pi_f = -2.78e-8, as
  * torch's). */
 TG_API int tg_sinc(tg_tensor **out, tg_tensor *x);
+/* torch.lgamma(x) = log|Gamma(x)| (C's lgamma, as torch's kernel): +inf
+ * at 0, the negative integers and +-inf.  Gradient g digamma(x).  An
+ * integer x gives f32. */
+TG_API int tg_lgamma(tg_tensor **out, tg_tensor *x);
+/* torch.digamma(x) (torch.special.psi) = Gamma'(x) / Gamma(x), torch's
+ * algorithm (Cephes) in the dtype: digamma(+0) = -inf, digamma(-0) = inf,
+ * NaN at the negative integers and -inf.  Gradient g polygamma(1, x).  An
+ * integer x gives f32. */
+TG_API int tg_digamma(tg_tensor **out, tg_tensor *x);
+/* torch.polygamma(n, x): the n-th derivative of digamma (n = 0 is
+ * digamma), for n >= 1 (-1)^(n+1) n! zeta(n + 1, x) by its series and
+ * Euler-Maclaurin tail in double, within a few ulps of the true value;
+ * (-1)^(n+1) inf at 0 and the negative integers, (-1)^(n+1) 0 at +inf,
+ * NaN at -inf.  Gradient g polygamma(n + 1, x), to any order.  TG_EINVAL
+ * for n outside [0, 160] (torch refuses a negative n; 160! is the last
+ * factorial a double holds) or a NULL argument.  An integer x gives f32. */
+TG_API int tg_polygamma(tg_tensor **out, int n, tg_tensor *x);
 
 #ifdef __cplusplus
 }

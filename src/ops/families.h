@@ -76,7 +76,8 @@
     X(ce_soft, 1)        /* cross_entropy_soft.c: cross_entropy_soft */ \
     X(logaddexp, 2)      /* logaddexp.c: logaddexp logaddexp2 */ \
     X(xlogy, 3)          /* xlogy_hypot.c: xlogy xlog1py hypot */ \
-    X(special_math, 4)   /* special_math.c: erfc erfinv logit sinc */
+    X(special_math, 4)   /* special_math.c: erfc erfinv logit sinc */ \
+    X(gamma, 3)          /* gamma.c: lgamma digamma polygamma */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];
