@@ -6,14 +6,14 @@ Run from anywhere with the system interpreter (torch 1.13, mpmath):
     /usr/bin/python3 scripts/make_special_goldens.py
 
 Binary ops (metadata "binary": logaddexp, logaddexp2, xlogy, xlog1py,
-hypot), for d in (f32, f64, bf16): case "<op>" (every pair of the op's
+hypot, copysign), for d in (f32, f64, bf16): case "<op>" (every pair of the op's
 special values: +-0, +-inf, NaN, +-1 and its edges, then random pairs)
 and "<op>_bc" (a (3, 1) with b (4), random): <case>.<d>.a, .b, .g (a
 random upstream gradient), .out = torch.<op>(a, b), .da, .db (torch's
 gradients of sum(g * out)).
 
 Unary ops (metadata "unary": erfc, erfinv, logit, logit_eps0,
-logit_eps01, logit_epsm01, sinc, lgamma, digamma, polygamma1..3; logit_eps0 is torch.logit(x, 0.0),
+logit_eps01, logit_epsm01, sinc, frac, lgamma, digamma, polygamma1..3; logit_eps0 is torch.logit(x, 0.0),
 logit_eps01 torch.logit(x, 0.1) and logit_epsm01 torch.logit(x, -0.1)),
 for each d: <op>.<d>.x (+-0, +-inf, NaN and the op's edges, then random
 values over its range), .g, .y, .dx.
@@ -31,9 +31,13 @@ values: gamma_ref.x (f64: uniform in (0.01, 40), then edges and negative
 non-integers down to -1000.75), gamma_ref.pg<n> (mpmath at 50 digits,
 rounded to f64) and gamma_ref.torch_pg<n>, torch's, for n in 1, 2, 3, 5, 10.
 
+heaviside (no gradient), for d in (f32, f64, bf16, f16): heaviside.<d>.x
+(every pair of specials, 2.5 and -3, then integers in [-2, 2]),
+heaviside.<d>.values and heaviside.<d>.out.
+
 Integer inputs: int.x (i32) and int.y (i32) and int.<op> for op in
-(xlogy, xlog1py; erfc, erfinv, logit, sinc, lgamma, digamma, polygamma2
-of x), torch's f32 results.
+(xlogy, xlog1py, copysign; erfc, erfinv, logit, sinc, lgamma, digamma,
+polygamma2 of x), torch's f32 results, and int.heaviside (i32).
 """
 import math
 import os
@@ -58,6 +62,7 @@ BINARY = {
     "xlogy": (torch.xlogy, 0.01, 10, [1e-30, 2.0, 1e30, 0.5]),
     "xlog1py": (torch.special.xlog1py, -0.99, 10, [1e-30, -0.5, 1e30, 2.0]),
     "hypot": (torch.hypot, -10, 10, [3.0, 4.0, 1e30, 1e-30, 1e-40]),
+    "copysign": (torch.copysign, -10, 10, [2.5, -3.0, 1e-30]),
 }
 # name: (function of x, random low, high, edges)
 UNARY = {
@@ -70,6 +75,7 @@ UNARY = {
                     [0.5, 0.1, 0.9, 0.05, 0.95, 1.5, -0.5]),
     "logit_epsm01": (lambda x: torch.logit(x, -0.1), -0.2, 1.2, [0.5, 1.05, -0.05, 1.5, -0.5]),
     "sinc": (torch.sinc, -5, 5, [0.5, 2.0, -3.0, 1e-30, 1e-200, 100.5, 1e10]),
+    "frac": (torch.frac, -10, 10, [2.25, -2.25, 1e20, -1e-30, 0.5, -7.0]),
     "lgamma": (torch.lgamma, -10, 30, [-1.0, -2.0, -0.5, -2.5, 1.0, 2.0, 1e-30, 1e10, 171.5,
                                        -100.5, 1e30, 3e36]),
     "digamma": (torch.digamma, -10, 30, [-1.0, -2.0, -0.5, -3.7, 1.0, 1.4616321449683623,
@@ -167,6 +173,19 @@ def gamma_ref(gen, tensors):
         tensors.append(("gamma_ref.torch_pg%d" % n, torch.polygamma(n, x)))
 
 
+def heaviside_cases(gen, tensors):
+    vals = SPECIAL + [2.5, -3.0]
+    px = [u for u in vals for _ in vals]
+    pv = [v for _ in vals for v in vals]
+    x = torch.cat([torch.tensor(px, dtype=torch.float64),
+                   torch.randint(-2, 3, (64,), generator=gen).double()])
+    v = torch.cat([torch.tensor(pv, dtype=torch.float64), rand(gen, 64, -5, 5)])
+    for dn, dt in list(DTYPES.items()) + [("f16", torch.float16)]:
+        tensors.append(("heaviside.%s.x" % dn, x.to(dt)))
+        tensors.append(("heaviside.%s.values" % dn, v.to(dt)))
+        tensors.append(("heaviside.%s.out" % dn, torch.heaviside(x.to(dt), v.to(dt))))
+
+
 def int_cases(tensors):
     x = torch.tensor([0, 1, 2, -1, 5, 0, 3, -7, 100, 0], dtype=torch.int32)
     y = torch.tensor([0, 0, 3, 4, -1, -2, 1, 2, 7, 5], dtype=torch.int32)
@@ -175,10 +194,13 @@ def int_cases(tensors):
     outs = {"xlogy": torch.xlogy(x, y), "xlog1py": torch.special.xlog1py(x, y),
             "erfc": torch.erfc(x), "erfinv": torch.erfinv(x), "logit": torch.logit(x),
             "sinc": torch.sinc(x), "lgamma": torch.lgamma(x), "digamma": torch.digamma(x),
-            "polygamma2": torch.polygamma(2, x)}
+            "polygamma2": torch.polygamma(2, x), "copysign": torch.copysign(x, y)}
     for k, v in outs.items():
         assert v.dtype == torch.float32, (k, v.dtype)
         tensors.append(("int." + k, v))
+    h = torch.heaviside(x, y)
+    assert h.dtype == torch.int32
+    tensors.append(("int.heaviside", h))
 
 
 def main():
@@ -188,6 +210,7 @@ def main():
     unary_cases(gen, tensors)
     erfinv_ref(gen, tensors)
     gamma_ref(gen, tensors)
+    heaviside_cases(gen, tensors)
     int_cases(tensors)
     write_safetensors(OUT, tensors, {"binary": ",".join(BINARY), "unary": ",".join(UNARY),
                                      "torch": torch.__version__})

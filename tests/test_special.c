@@ -28,7 +28,7 @@ static const struct {
 } bins[] = {
     {"logaddexp", tg_logaddexp, -2, 2}, {"logaddexp2", tg_logaddexp2, -2, 2},
     {"xlogy", tg_xlogy, 0.5, 3},        {"xlog1py", tg_xlog1py, 0.5, 3},
-    {"hypot", tg_hypot, 0.5, 3},
+    {"hypot", tg_hypot, 0.5, 3},        {"copysign", tg_copysign, 0.5, 3},
 };
 #define NBIN ((int)(sizeof bins / sizeof bins[0]))
 
@@ -53,6 +53,7 @@ static const struct {
     {"polygamma1", "polygamma", polygamma1, 0.5, 4},
     {"polygamma2", "polygamma", polygamma2, 0.5, 4},
     {"polygamma3", "polygamma", polygamma3, 0.5, 4},
+    {"frac", "frac", tg_frac, 0.1, 0.9},
 };
 #define NUN ((int)(sizeof uns / sizeof uns[0]))
 
@@ -216,8 +217,16 @@ Test(special, unary_ops_match_torch)
             cr_assert(u <= vb, "%s y: %g ulps" AT, p, u, AT_ARGS);
             const tg_tensor *w = th_golden_get(f, p, "dx");
             const tg_tensor *fx = filter ? x : NULL;
-            const double ug = max_ulps_by(tg_tensor_grad(x), w, max_abs_in(w, fx, xlo, xhi), NULL,
+            /* sinc's gradient is (px cos px - sin px) g / (pi x^2), whose
+             * terms (each rounded) cancel near 0: ulps of |g / x| there */
+            tg_tensor *gx = NULL, *sgx = NULL;
+            if (!strcmp(uns[i].op, "sinc")) {
+                OK(tg_div(&gx, (tg_tensor *)th_golden_get(f, p, "g"), x));
+                OK(tg_abs(&sgx, gx));
+            }
+            const double ug = max_ulps_by(tg_tensor_grad(x), w, max_abs_in(w, fx, xlo, xhi), sgx,
                                           fx, xlo, xhi);
+            th_release_all(2, (tg_tensor *[]){gx, sgx});
             cr_assert(ug <= (tri ? 0x1p23 : grad_ulps[d]), "%s dx: %g ulps" AT, p, ug, AT_ARGS);
             th_release_all(2, (tg_tensor *[]){x, y});
         }
@@ -239,6 +248,34 @@ Test(special, erfinv_within_an_ulp_of_the_truth)
         cr_assert(u <= 1, "%s: %g ulps off the true values" AT, cases[c], u, AT_ARGS);
         tg_tensor_release(y);
     }
+    tg_st_free(f);
+}
+
+/* heaviside at every pair of +-0, +-inf, NaN, +-1, 2.5 and -3 and at
+ * integers, in f32, f64, bf16 and f16: torch's values exactly (NaN gives
+ * 0); broadcast (3, 1) with (4); the result is not recorded. */
+Test(special, heaviside_matches_torch)
+{
+    tg_st_file *f = th_golden_load("special.safetensors");
+    static const char *const hd[4] = {"f64", "f32", "bf16", "f16"};
+    for (int d = 0; d < 4; d++) {
+        char p[32];
+        snprintf(p, sizeof p, "heaviside.%s", hd[d]);
+        tg_tensor *x = th_leaf_clone(th_golden_get(f, p, "x")), *y = NULL;
+        OK(tg_heaviside(&y, x, (tg_tensor *)th_golden_get(f, p, "values")));
+        th_expect_close(p, y, th_golden_get(f, p, "out"), 0);
+        cr_assert(tg_tensor_is_leaf(y) && !tg_tensor_requires_grad(y), "%s is recorded", p);
+        th_release_all(2, (tg_tensor *[]){x, y});
+    }
+    tg_tensor *a = th_tensor_from(TG_F32, 2, (int64_t[]){3, 1}, (double[]){-1, 0, 2});
+    tg_tensor *v = th_tensor_from(TG_F32, 1, (int64_t[]){4}, (double[]){0.5, 7, -1, 0});
+    tg_tensor *y = NULL;
+    OK(tg_heaviside(&y, a, v));
+    th_expect_shape(y, 2, (int64_t[]){3, 4});
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 4; j++)
+            cr_assert(eq(dbl, th_at(y, i * 4 + j), i == 0 ? 0 : i == 2 ? 1 : th_at(v, j)));
+    th_release_all(3, (tg_tensor *[]){a, v, y});
     tg_st_free(f);
 }
 
@@ -279,7 +316,7 @@ Test(special, integer_inputs)
                  {"erfc", NULL, tg_erfc},   {"erfinv", NULL, tg_erfinv},
                  {"logit", NULL, logit_none}, {"sinc", NULL, tg_sinc},
                  {"lgamma", NULL, tg_lgamma}, {"digamma", NULL, tg_digamma},
-                 {"polygamma2", NULL, polygamma2}};
+                 {"polygamma2", NULL, polygamma2}, {"copysign", tg_copysign, NULL}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         OK(cases[i].b ? cases[i].b(&y, x, yi) : cases[i].u(&y, x));
         const double u = max_ulps(y, th_golden_get(f, "int", cases[i].name), 0);
@@ -306,6 +343,11 @@ Test(special, integer_inputs)
         y = NULL;
         th_expect_refused(refusing[i](&y, x, yi), TG_EDTYPE, names[i], y);
     }
+    th_expect_refused(tg_frac(&y, x), TG_EDTYPE, "frac: input 0 has dtype i32", y);
+    /* heaviside of two i32 tensors: i32, torch's integers */
+    OK(tg_heaviside(&y, x, yi));
+    th_expect_same_tensor_bytes("heaviside(i32)", y, th_golden_get(f, "int", "heaviside"));
+    tg_tensor_release(y);
     tg_st_free(f);
 }
 
@@ -372,14 +414,16 @@ Test(special, f16_is_the_f32_kernel_rounded_once)
  * each with a double backward. */
 Test(special, amp_policies)
 {
-    const char *const names[] = {"logaddexp", "logaddexp2", "xlogy",  "xlog1py",
-                                 "hypot",     "erfc",       "erfinv", "logit",
-                                 "sinc",      "lgamma",     "digamma", "polygamma"};
+    const char *const names[] = {"logaddexp", "logaddexp2", "xlogy",    "xlog1py",
+                                 "hypot",     "erfc",       "erfinv",   "logit",
+                                 "sinc",      "lgamma",     "digamma",  "polygamma",
+                                 "frac",      "copysign"};
     const tg_amp_policy want[] = {TG_AMP_PROMOTE, TG_AMP_PROMOTE, TG_AMP_PROMOTE,
                                   TG_AMP_PROMOTE, TG_AMP_PROMOTE, TG_AMP_KEEP,
                                   TG_AMP_FP32,    TG_AMP_KEEP,    TG_AMP_KEEP,
-                                  TG_AMP_KEEP,    TG_AMP_KEEP,    TG_AMP_KEEP};
-    for (int i = 0; i < 12; i++) {
+                                  TG_AMP_KEEP,    TG_AMP_KEEP,    TG_AMP_KEEP,
+                                  TG_AMP_KEEP,    TG_AMP_PROMOTE};
+    for (int i = 0; i < 14; i++) {
         tg_op_info info;
         OK(tg_op_info_find(names[i], &info));
         cr_assert(eq(int, info.amp, want[i]), "%s", names[i]);
@@ -418,6 +462,11 @@ Test(special, refusals)
         th_expect_refused(uns[i].f(NULL, a), TG_EINVAL, "out", y);
     }
     th_expect_refused(tg_polygamma(&y, -1, a), TG_EINVAL, "polygamma: n=-1", y);
+    tg_tensor *d = th_seq(TG_F64, 1, (int64_t[]){3}, 0.1, 0.9);
+    th_expect_refused(tg_heaviside(&y, a, d), TG_EDTYPE, "heaviside: input has dtype f32", y);
+    th_expect_refused(tg_heaviside(&y, NULL, a), TG_EINVAL, "heaviside", y);
+    th_expect_refused(tg_heaviside(&y, a, b), TG_ESHAPE, "heaviside", y);
+    tg_tensor_release(d);
     th_expect_refused(tg_polygamma(&y, 161, a), TG_EINVAL, "polygamma: n=161", y);
     th_release_all(2, (tg_tensor *[]){a, b});
 }

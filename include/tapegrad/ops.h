@@ -1321,6 +1321,18 @@ TG_API int tg_digamma(tg_tensor **out, tg_tensor *x);
  * for n outside [0, 160] (torch refuses a negative n; 160! is the last
  * factorial a double holds) or a NULL argument.  An integer x gives f32. */
 TG_API int tg_polygamma(tg_tensor **out, int n, tg_tensor *x);
+/* torch.frac(a) = a - trunc(a), with a's sign; NaN at +-inf.  Gradient g.
+ * Integer a is TG_EDTYPE, as torch's. */
+TG_API int tg_frac(tg_tensor **out, tg_tensor *a);
+/* torch.copysign(a, b): |a| with the sign of b (of -0.0 and NaN too),
+ * broadcast; integers promoted as torch (two give f32).  Gradients
+ * g copysign(a, b) / a to a (0 where a == 0) and 0 to b. */
+TG_API int tg_copysign(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* torch.heaviside(x, values): values where x == 0, 1 where x > 0, else 0
+ * (NaN gives 0), broadcast.  x and values must have one dtype (TG_EDTYPE
+ * otherwise, as torch's), an integer one too.  Not recorded: torch has no
+ * derivative for it. */
+TG_API int tg_heaviside(tg_tensor **out, tg_tensor *x, tg_tensor *values);
 
 #ifdef __cplusplus
 }
