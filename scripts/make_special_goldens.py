@@ -13,7 +13,8 @@ random upstream gradient), .out = torch.<op>(a, b), .da, .db (torch's
 gradients of sum(g * out)).
 
 Unary ops (metadata "unary": erfc, erfinv, logit, logit_eps0,
-logit_eps01, logit_epsm01, sinc, frac, lgamma, digamma, polygamma1..3; logit_eps0 is torch.logit(x, 0.0),
+logit_eps01, logit_epsm01, sinc, frac, lgamma, digamma, polygamma1..3;
+logit_eps0 is torch.logit(x, 0.0),
 logit_eps01 torch.logit(x, 0.1) and logit_epsm01 torch.logit(x, -0.1)),
 for each d: <op>.<d>.x (+-0, +-inf, NaN and the op's edges, then random
 values over its range), .g, .y, .dx.
@@ -34,6 +35,13 @@ rounded to f64) and gamma_ref.torch_pg<n>, torch's, for n in 1, 2, 3, 5, 10.
 heaviside (no gradient), for d in (f32, f64, bf16, f16): heaviside.<d>.x
 (every pair of specials, 2.5 and -3, then integers in [-2, 2]),
 heaviside.<d>.values and heaviside.<d>.out.
+
+nansum, nanmean and count_nonzero: nanred.<d>.x (f32, f64: (3, 4, 5)
+normal values, about 30% NaN, a row [1, 2, :] all NaN), and for the k-th
+(dims, keepdim) of the metadata "nan_dims" <op><k>.<d>.g, .y and .dx
+(op nansum, nanmean), count_nonzero<k>.<d> where keepdim is false;
+nanred.i32.x with nanred.i32.nansum (i64) and nanred.i32.count_nonzero
+over dims (0, 2).
 
 Integer inputs: int.x (i32) and int.y (i32) and int.<op> for op in
 (xlogy, xlog1py, copysign; erfc, erfinv, logit, sinc, lgamma, digamma,
@@ -186,6 +194,36 @@ def heaviside_cases(gen, tensors):
         tensors.append(("heaviside.%s.out" % dn, torch.heaviside(x.to(dt), v.to(dt))))
 
 
+# (dims or None, keepdim) of the nansum / nanmean / count_nonzero cases
+NAN_DIMS = [(None, False), ((1,), False), ((0, 2), True), ((-1,), False), (None, True)]
+
+
+def nan_reduce_cases(gen, tensors):
+    x = torch.randn(3, 4, 5, dtype=torch.float64, generator=gen)
+    x[torch.rand(3, 4, 5, generator=gen) < 0.3] = math.nan
+    x[1, 2, :] = math.nan            # a row that is all NaN
+    x[0, 0, :2] = 0.0
+    for dn, dt in (("f32", torch.float32), ("f64", torch.float64)):
+        xd = x.to(dt)
+        tensors.append(("nanred.%s.x" % dn, xd))
+        for k, (dims, keep) in enumerate(NAN_DIMS):
+            for name, fn in (("nansum", torch.nansum), ("nanmean", torch.nanmean)):
+                xr = xd.clone().requires_grad_()
+                y = fn(xr, keepdim=keep) if dims is None else fn(xr, dims, keepdim=keep)
+                g = torch.randn(y.shape, dtype=torch.float64, generator=gen).to(dt)
+                (dx,) = torch.autograd.grad(y, (xr,), g)
+                p = "%s%d.%s." % (name, k, dn)
+                for s, v in (("g", g), ("y", y), ("dx", dx)):
+                    tensors.append((p + s, v.detach().contiguous()))
+            if not keep:
+                c = torch.count_nonzero(xd) if dims is None else torch.count_nonzero(xd, dims)
+                tensors.append(("count_nonzero%d.%s" % (k, dn), c))
+    xi = torch.randint(-2, 3, (3, 4, 5), generator=gen).to(torch.int32)
+    tensors.append(("nanred.i32.x", xi))
+    tensors.append(("nanred.i32.nansum", torch.nansum(xi)))
+    tensors.append(("nanred.i32.count_nonzero", torch.count_nonzero(xi, (0, 2))))
+
+
 def int_cases(tensors):
     x = torch.tensor([0, 1, 2, -1, 5, 0, 3, -7, 100, 0], dtype=torch.int32)
     y = torch.tensor([0, 0, 3, 4, -1, -2, 1, 2, 7, 5], dtype=torch.int32)
@@ -211,9 +249,12 @@ def main():
     erfinv_ref(gen, tensors)
     gamma_ref(gen, tensors)
     heaviside_cases(gen, tensors)
+    nan_reduce_cases(gen, tensors)
     int_cases(tensors)
+    nan_dims = ";".join("%s:%d" % ("all" if d is None else ",".join(map(str, d)), int(k))
+                        for d, k in NAN_DIMS)
     write_safetensors(OUT, tensors, {"binary": ",".join(BINARY), "unary": ",".join(UNARY),
-                                     "torch": torch.__version__})
+                                     "nan_dims": nan_dims, "torch": torch.__version__})
     print("wrote", OUT, "(%d tensors)" % len(tensors))
 
 

@@ -1333,6 +1333,24 @@ TG_API int tg_copysign(tg_tensor **out, tg_tensor *a, tg_tensor *b);
  * otherwise, as torch's), an integer one too.  Not recorded: torch has no
  * derivative for it. */
 TG_API int tg_heaviside(tg_tensor **out, tg_tensor *x, tg_tensor *values);
+/* torch.nansum(x) and torch.nansum(x, dims, keepdim): the sum with NaNs
+ * counted as 0 (ndims 0: every dim, torch's dim=None; else dims as
+ * tg_sum_dims).  Gradient g where x is not NaN, 0 at NaN.  An integer x
+ * gives its i64 sum, as torch's. */
+TG_API int tg_nansum(tg_tensor **out, tg_tensor *x);
+TG_API int tg_nansum_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dims,
+                          bool keepdim);
+/* torch.nanmean: nansum divided by the number of elements that are not
+ * NaN (NaN where there are none).  Float dtypes only (TG_EDTYPE, as
+ * torch's). */
+TG_API int tg_nanmean(tg_tensor **out, tg_tensor *x);
+TG_API int tg_nanmean_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dims,
+                           bool keepdim);
+/* torch.count_nonzero(x, dims): the number of elements != 0 (NaN counts),
+ * an i64 tensor; ndims 0 counts every element (torch's dim=None).  Any
+ * dtype; not recorded.  TG_EINVAL for NULL out or x, or NULL dims with
+ * ndims > 0; dims as tg_sum_dims. */
+TG_API int tg_count_nonzero(tg_tensor **out, tg_tensor *x, int ndims, const int *dims);
 
 #ifdef __cplusplus
 }
