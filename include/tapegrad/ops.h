@@ -1498,6 +1498,104 @@ TG_API int tg_block_diag(tg_tensor **out, int n, tg_tensor *const *tensors);
 TG_API int tg_triu_indices(tg_tensor **out, int64_t row, int64_t col, int64_t offset);
 TG_API int tg_tril_indices(tg_tensor **out, int64_t row, int64_t col, int64_t offset);
 
+/* ---- special math functions (torch.logaddexp, torch.xlogy, torch.erfinv,
+ * ...) ----
+ * Each returns a new reference in *out; on error *out is left NULL and the
+ * call returns a negative tg_status: TG_EINVAL for a NULL argument (the
+ * message names it: "logaddexp: input 1 is NULL"), TG_EDTYPE for a dtype
+ * the op refuses (naming the input and its dtype), TG_ESHAPE for operands
+ * that do not broadcast.  f32 and f64 take torch 1.13's CPU steps, each
+ * rounded in the dtype, their transcendental functions computed in double
+ * and rounded once; f16 and bf16 are computed in f32 and rounded once.
+ * Gradients are torch's formulas, differentiable to any order. */
+/* torch.logaddexp(a, b) = log(e^a + e^b) and torch.logaddexp2(a, b) =
+ * log2(2^a + 2^b), a and b broadcast together, in torch's stable form
+ * max(a, b) + log1p(e^-|a - b|) (-inf with -inf is -inf, inf with inf is
+ * inf).  Gradients the softmax weights g / (1 + e^(b - a)) and
+ * g / (1 + e^(a - b)) (2^ for logaddexp2), summed to each input's shape.
+ * Integer operands are TG_EDTYPE, as torch's; two float dtypes promote
+ * (PROMOTE). */
+TG_API int tg_logaddexp(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+TG_API int tg_logaddexp2(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* torch.xlogy(x, y) = x log(y) and torch.special.xlog1py(x, y) =
+ * x log1p(y), broadcast: NaN where y is NaN, else 0 where x == 0.
+ * Gradients dx = xlogy(g, y) (0 where x == 0 and y <= 0; xlog1py: y <= -1)
+ * and dy = g x / y (g x / (y + 1)).  Integers are promoted as torch: two
+ * give f32, one with a float the float's dtype. */
+TG_API int tg_xlogy(tg_tensor **out, tg_tensor *x, tg_tensor *y);
+TG_API int tg_xlog1py(tg_tensor **out, tg_tensor *x, tg_tensor *y);
+/* torch.hypot(a, b) = sqrt(a^2 + b^2) without overflow, broadcast;
+ * gradients g a / hypot and g b / hypot (NaN at the origin).  Integer
+ * operands are TG_EDTYPE, as torch's. */
+TG_API int tg_hypot(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* torch.erfc(a) = 1 - erf(a) (no cancellation for large a); gradient
+ * -g 2/sqrt(pi) e^(-a^2).  An integer a gives f32. */
+TG_API int tg_erfc(tg_tensor **out, tg_tensor *a);
+/* torch.erfinv(a): the x in (-inf, inf) with erf(x) = a; +-inf at +-1, NaN
+ * outside [-1, 1].  Within an ulp of the true value in f64 (Giles'
+ * approximation refined by Halley steps on erf, or on erfc near +-1).
+ * Gradient g sqrt(pi)/2 e^(erfinv(a)^2).  FP32 under autocast (as
+ * PyTorch's CUDA autocast).  An integer a gives f32. */
+TG_API int tg_erfinv(tg_tensor **out, tg_tensor *a);
+/* torch.logit(x, eps) = log(x / (1 - x)), x first clamped to
+ * [eps, 1 - eps] when eps >= 0; NAN (or a negative eps) is torch's
+ * eps=None, no clamp.  Gradient g / (x (1 - x)); with eps 0 outside
+ * [eps, 1 - eps] (and at NaN), without it NaN outside [0, 1].  An integer
+ * x gives f32. */
+TG_API int tg_logit(tg_tensor **out, tg_tensor *x, double eps);
+/* torch.sinc(x) = sin(pi x) / (pi x), 1 at 0; gradient
+ * g (pi x cos(pi x) - sin(pi x)) / (pi x^2), 0 where pi x^2 is 0 (torch's).
+ * An integer x gives f32 (sinc(1) is sin(pi_f) / pi_f = -2.78e-8, as
+ * torch's). */
+TG_API int tg_sinc(tg_tensor **out, tg_tensor *x);
+/* torch.lgamma(x) = log|Gamma(x)| (C's lgamma, as torch's kernel): +inf
+ * at 0, the negative integers and +-inf.  Gradient g digamma(x).  An
+ * integer x gives f32. */
+TG_API int tg_lgamma(tg_tensor **out, tg_tensor *x);
+/* torch.digamma(x) (torch.special.psi) = Gamma'(x) / Gamma(x), torch's
+ * algorithm (Cephes) in the dtype: digamma(+0) = -inf, digamma(-0) = inf,
+ * NaN at the negative integers and -inf.  Gradient g polygamma(1, x).  An
+ * integer x gives f32. */
+TG_API int tg_digamma(tg_tensor **out, tg_tensor *x);
+/* torch.polygamma(n, x): the n-th derivative of digamma (n = 0 is
+ * digamma), for n >= 1 (-1)^(n+1) n! zeta(n + 1, x) by its series and
+ * Euler-Maclaurin tail in double, within a few ulps of the true value;
+ * (-1)^(n+1) inf at 0 and the negative integers, (-1)^(n+1) 0 at +inf,
+ * NaN at -inf.  Gradient g polygamma(n + 1, x), to any order.  TG_EINVAL
+ * for n outside [0, 160] (torch refuses a negative n; 160! is the last
+ * factorial a double holds) or a NULL argument.  An integer x gives f32. */
+TG_API int tg_polygamma(tg_tensor **out, int n, tg_tensor *x);
+/* torch.frac(a) = a - trunc(a), with a's sign; NaN at +-inf.  Gradient g.
+ * Integer a is TG_EDTYPE, as torch's. */
+TG_API int tg_frac(tg_tensor **out, tg_tensor *a);
+/* torch.copysign(a, b): |a| with the sign of b (of -0.0 and NaN too),
+ * broadcast; integers promoted as torch (two give f32).  Gradients
+ * g copysign(a, b) / a to a (0 where a == 0) and 0 to b. */
+TG_API int tg_copysign(tg_tensor **out, tg_tensor *a, tg_tensor *b);
+/* torch.heaviside(x, values): values where x == 0, 1 where x > 0, else 0
+ * (NaN gives 0), broadcast.  x and values must have one dtype (TG_EDTYPE
+ * otherwise, as torch's), an integer one too.  Not recorded: torch has no
+ * derivative for it. */
+TG_API int tg_heaviside(tg_tensor **out, tg_tensor *x, tg_tensor *values);
+/* torch.nansum(x) and torch.nansum(x, dims, keepdim): the sum with NaNs
+ * counted as 0 (ndims 0: every dim, torch's dim=None; else dims as
+ * tg_sum_dims).  Gradient g where x is not NaN, 0 at NaN.  An integer x
+ * gives its i64 sum, as torch's. */
+TG_API int tg_nansum(tg_tensor **out, tg_tensor *x);
+TG_API int tg_nansum_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dims,
+                          bool keepdim);
+/* torch.nanmean: nansum divided by the number of elements that are not
+ * NaN (NaN where there are none).  Float dtypes only (TG_EDTYPE, as
+ * torch's). */
+TG_API int tg_nanmean(tg_tensor **out, tg_tensor *x);
+TG_API int tg_nanmean_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dims,
+                           bool keepdim);
+/* torch.count_nonzero(x, dims): the number of elements != 0 (NaN counts),
+ * an i64 tensor; ndims 0 counts every element (torch's dim=None).  Any
+ * dtype; not recorded.  TG_EINVAL for NULL out or x, or NULL dims with
+ * ndims > 0; dims as tg_sum_dims. */
+TG_API int tg_count_nonzero(tg_tensor **out, tg_tensor *x, int ndims, const int *dims);
+
 #ifdef __cplusplus
 }
 #endif

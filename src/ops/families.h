@@ -84,7 +84,12 @@
     X(emb_sparse, 1)     /* embedding_sparse.c: embedding_sparse */ \
     X(ctc_loss, 1)       /* ctc_loss.c: ctc_loss */ \
     X(scatter, 2)        /* scatter.c: scatter scatter_value */ \
-    X(scatter_reduce, 1) /* scatter_reduce.c: scatter_reduce */
+    X(scatter_reduce, 1) /* scatter_reduce.c: scatter_reduce */ \
+    X(logaddexp, 2)      /* logaddexp.c: logaddexp logaddexp2 */ \
+    X(xlogy, 3)          /* xlogy_hypot.c: xlogy xlog1py hypot */ \
+    X(special_math, 4)   /* special_math.c: erfc erfinv logit sinc */ \
+    X(gamma, 3)          /* gamma.c: lgamma digamma polygamma */ \
+    X(frac, 3)           /* frac_copysign.c: frac copysign heaviside */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];
