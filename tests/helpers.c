@@ -324,6 +324,22 @@ void th_expect_gradchecks(tg_gradcheck_fn fn, void *user, int n, tg_tensor *cons
               what, tg_error_message());
 }
 
+void th_gradcheck_calls(const th_call *calls, size_t count, tg_gradcheck_fn fn, uint64_t seed0,
+                        double lo, double hi)
+{
+    for (size_t i = 0; i < count; i++) {
+        const th_call *c = &calls[i];
+        tg_tensor *in[4] = {NULL, NULL, NULL, NULL};
+        for (int j = 0; j < c->n; j++) {
+            uint64_t s = seed0 + 7 * i + (uint64_t)j;
+            in[j] = th_rand_tensor(&s, TG_F64, c->nd[j], c->shape[j], lo, hi);
+            cr_assert(eq(int, tg_tensor_set_requires_grad(in[j], true), TG_OK));
+        }
+        th_expect_gradchecks(fn, (void *)c, c->n, in, "%s '%s'", c->op, c->arg);
+        th_release_all(c->n, in);
+    }
+}
+
 void th_expect_double_backward_is_forward(tg_tensor *x, tg_tensor *y, uint64_t seed)
 {
     tg_tensor *g = th_rand_uniform(TG_F64, tg_tensor_ndim(y), tg_tensor_shape(y), seed);

@@ -168,6 +168,20 @@ void th_expect_double_backward_is_forward(tg_tensor *x, tg_tensor *y, uint64_t s
 void th_expect_gradchecks(tg_gradcheck_fn fn, void *user, int n, tg_tensor *const *in,
                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* A call of a test's op `op` (with its argument string arg) on n inputs of
+ * ranks nd[] and extents shape[][], for th_gradcheck_calls. */
+typedef struct th_call {
+    const char *op, *arg;
+    int n;
+    int nd[4];
+    int64_t shape[4][4];
+} th_call;
+/* For each of calls[0..count): its n f64 inputs uniform in [lo, hi) (input
+ * j of call i from the seed seed0 + 7 i + j), requiring grad, then
+ * th_expect_gradchecks of fn with user = &calls[i]. */
+void th_gradcheck_calls(const th_call *calls, size_t count, tg_gradcheck_fn fn, uint64_t seed0,
+                        double lo, double hi);
+
 /* sum(y * gy) backward: the gradients of y's leaves for an upstream gy. */
 void th_backward_with(tg_tensor *y, const tg_tensor *gy);
 

@@ -91,20 +91,13 @@ Test(linalg2, every_case_matches_torch)
 
 /* ---- gradcheck and gradgradcheck in f64 ---- */
 
-typedef struct call {
-    const char *op, *arg;
-    int n;
-    int nd[3];
-    int64_t shape[3][4];
-} call;
-
 static int call_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
-    const call *c = user;
+    const th_call *c = user;
     return run_op(c->op, c->arg, out, n, in);
 }
 
-static const call CHECKED[] = {
+static const th_call CHECKED[] = {
     {"matmul", "", 2, {1, 1}, {{3}, {3}}},
     {"matmul", "", 2, {1, 3}, {{3}, {2, 3, 2}}},
     {"matmul", "", 2, {3, 1}, {{2, 2, 3}, {3}}},
@@ -132,17 +125,7 @@ static const call CHECKED[] = {
 
 Test(linalg2, gradcheck_and_gradgradcheck_f64)
 {
-    for (size_t i = 0; i < sizeof CHECKED / sizeof *CHECKED; i++) {
-        const call *c = &CHECKED[i];
-        tg_tensor *in[3] = {NULL};
-        for (int j = 0; j < c->n; j++) {
-            uint64_t s = 100 + 7 * i + (uint64_t)j;
-            in[j] = th_rand_tensor(&s, TG_F64, c->nd[j], c->shape[j], -2, 2);
-            OK(tg_tensor_set_requires_grad(in[j], true));
-        }
-        th_expect_gradchecks(call_fn, (void *)c, c->n, in, "%s '%s'", c->op, c->arg);
-        th_release_all(c->n, in);
-    }
+    th_gradcheck_calls(CHECKED, sizeof CHECKED / sizeof *CHECKED, call_fn, 100, -2, 2);
 }
 
 /* tril and triu are linear masks: the backward's backward is the forward. */

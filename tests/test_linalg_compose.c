@@ -84,21 +84,17 @@ Test(linalg_compose, every_case_matches_torch)
 
 /* ---- gradcheck and gradgradcheck in f64 ---- */
 
-typedef struct call {
-    const char *op, *arg;
-    int n;
-    int nd[3];
-    int64_t shape[3][3];
-} call;
-
 /* hermitian pinv reads A's lower triangle: it sees x + x^T, so that a
- * perturbation of either triangle of x reaches it. */
+ * perturbation of either triangle of x reaches it; matrix_power sees x + I,
+ * well away from singular. */
 static int call_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
-    const call *c = user;
-    if (strcmp(c->arg, "-1,-1,1") != 0) return run_op(c->op, c->arg, out, n, in);
+    const th_call *c = user;
+    const bool herm = !strcmp(c->arg, "-1,-1,1"), power = !strcmp(c->op, "matrix_power");
+    if (!herm && !power) return run_op(c->op, c->arg, out, n, in);
     tg_tensor *t = NULL, *a = NULL;
-    int rc = tg_transpose(&t, in[0], -2, -1);
+    const int64_t m = tg_tensor_dim(in[0], -1);
+    int rc = herm ? tg_transpose(&t, in[0], -2, -1) : tg_tensor_eye(&t, TG_F64, m, m);
     if (rc >= 0) rc = tg_add(&a, in[0], t);
     if (rc >= 0) rc = run_op(c->op, c->arg, out, 1, &a);
     th_release_all(2, (tg_tensor *[]){t, a});
@@ -106,7 +102,7 @@ static int call_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 }
 
 
-static const call CHECKED[] = {
+static const th_call CHECKED[] = {
     {"matrix_norm", "fro,-2,-1,0", 1, {2}, {{3, 4}}},
     {"matrix_norm", "nuc,0,2,1", 1, {3}, {{3, 2, 4}}},
     {"matrix_norm", "2,-2,-1,0", 1, {3}, {{2, 3, 3}}},
@@ -123,25 +119,7 @@ static const call CHECKED[] = {
 
 Test(linalg_compose, gradcheck_and_gradgradcheck_f64)
 {
-    for (size_t i = 0; i < sizeof CHECKED / sizeof *CHECKED; i++) {
-        const call *c = &CHECKED[i];
-        tg_tensor *in[3] = {NULL, NULL, NULL};
-        for (int j = 0; j < c->n; j++) {
-            uint64_t s = 500 + 7 * i + (uint64_t)j;
-            in[j] = th_rand_tensor(&s, TG_F64, c->nd[j], c->shape[j], -1, 1);
-            if (!strcmp(c->op, "matrix_power")) {   /* well away from singular */
-                tg_tensor *e = NULL, *t = NULL;
-                const int64_t m = c->shape[j][c->nd[j] - 1];
-                OK(tg_tensor_eye(&e, TG_F64, m, m));
-                OK(tg_add(&t, in[j], e));
-                th_release_all(2, (tg_tensor *[]){in[j], e});
-                in[j] = t;
-            }
-            OK(tg_tensor_set_requires_grad(in[j], true));
-        }
-        th_expect_gradchecks(call_fn, (void *)c, c->n, in, "%s '%s'", c->op, c->arg);
-        th_release_all(c->n, in);
-    }
+    th_gradcheck_calls(CHECKED, sizeof CHECKED / sizeof *CHECKED, call_fn, 500, -1, 1);
 }
 
 /* ---- invariants ---- */

@@ -170,13 +170,6 @@ Test(linalg_square, every_case_matches_torch)
 
 /* ---- gradcheck and gradgradcheck in f64 ---- */
 
-typedef struct call {
-    const char *op, *arg;
-    int n;
-    int nd[2];
-    int64_t shape[2][4];
-} call;
-
 /* A well-conditioned or positive-definite operand from a random one:
  * inv/det/slogdet/solve see x + 3 I; cholesky sees x x^T + I and eigh x +
  * x^T (so that both of x's triangles reach the result); solve_triangular's
@@ -184,7 +177,7 @@ typedef struct call {
  * (their sign is arbitrary), eigvalsh's the eigenvalues. */
 static int call_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
-    const call *c = user;
+    const th_call *c = user;
     if (!strcmp(c->op, "qr")) {   /* Q and R, flattened */
         tg_tensor *f[2] = {NULL, NULL}, *q = NULL, *r = NULL;
         int rc = tg_linalg_qr(&q, &r, in[0], c->arg);
@@ -231,7 +224,7 @@ static int call_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
     return rc;
 }
 
-static const call CHECKED[] = {
+static const th_call CHECKED[] = {
     {"inv", "", 1, {2}, {{3, 3}}},
     {"inv", "", 1, {3}, {{2, 2, 2}}},
     {"det", "", 1, {2}, {{3, 3}}},
@@ -263,15 +256,5 @@ static const call CHECKED[] = {
 
 Test(linalg_square, gradcheck_and_gradgradcheck_f64)
 {
-    for (size_t i = 0; i < sizeof CHECKED / sizeof *CHECKED; i++) {
-        const call *c = &CHECKED[i];
-        tg_tensor *in[2] = {NULL, NULL};
-        for (int j = 0; j < c->n; j++) {
-            uint64_t s = 300 + 7 * i + (uint64_t)j;
-            in[j] = th_rand_tensor(&s, TG_F64, c->nd[j], c->shape[j], -1, 1);
-            OK(tg_tensor_set_requires_grad(in[j], true));
-        }
-        th_expect_gradchecks(call_fn, (void *)c, c->n, in, "%s '%s'", c->op, c->arg);
-        th_release_all(c->n, in);
-    }
+    th_gradcheck_calls(CHECKED, sizeof CHECKED / sizeof *CHECKED, call_fn, 300, -1, 1);
 }
