@@ -20,6 +20,7 @@
 
 /* call fails with status and a message holding words */
 #define REFUSED(call, status, words) th_expect_refused((call), (status), (words), NULL)
+#define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
 /* The four kinds, made over n params with their INIT options changed by
  * the caller's hook; group adds a group (opt given) instead. */
@@ -518,4 +519,46 @@ Test(optim_more, group_options_read_and_change)
     tg_optimizer_free(o);
     tg_tensor_release(p);
     tg_tensor_release(q);
+}
+
+/* torch's Adagrad makes its state in its constructor: right after it, the
+ * state holds step 0 and sum = initial_accumulator_value for each parameter
+ * (torch's state_dict() before any step); a group added later gets its
+ * state at its first step, as torch's (which has none for it). */
+Test(optim_more, adagrad_state_exists_from_the_constructor)
+{
+    uint64_t s = 17;
+    tg_tensor *p[3] = {th_rand_tensor(&s, TG_F32, 2, (int64_t[]){2, 3}, -1, 1),
+                       th_rand_tensor(&s, TG_F64, 1, (int64_t[]){4}, -1, 1),
+                       th_rand_tensor(&s, TG_BF16, 1, (int64_t[]){2}, -1, 1)};
+    for (int i = 0; i < 3; i++) OK(tg_tensor_set_requires_grad(p[i], true));
+    tg_adagrad_opts ao = TG_ADAGRAD_OPTS_INIT;
+    ao.initial_accumulator_value = 0.25;
+    tg_optimizer *o = NULL;
+    OK(tg_adagrad_new(&o, 2, p, &ao));
+    OK(tg_adagrad_add_param_group(o, 1, &p[2], &ao));
+    tg_st_file *f = NULL;
+    OK(tg_st_new(&f));
+    OK(tg_optimizer_state_save(o, f, "o"));
+    static const char *const sums[2] = {"o.0.sum", "o.1.sum"};
+    for (int i = 0; i < 2; i++) {
+        const tg_tensor *sum = tg_st_get(f, sums[i]);
+        cr_assert(sum != NULL, "no %s", sums[i]);
+        cr_assert(eq(i64, tg_tensor_numel(sum), tg_tensor_numel(p[i])));
+        for (int64_t j = 0; j < tg_tensor_numel(sum); j++) {
+            double v;
+            OK(tg_tensor_get_flat(sum, j, &v));
+            cr_assert(v == 0.25, "%s[%lld] = %g", sums[i], (long long)j, v);
+        }
+        char k[16];
+        snprintf(k, sizeof k, "o.%d.step", i);
+        double st = -1;
+        cr_assert(tg_st_get(f, k) != NULL, "no %s", k);
+        OK(tg_tensor_get_flat(tg_st_get(f, k), 0, &st));
+        cr_assert(st == 0, "%s = %g", k, st);
+    }
+    cr_assert(tg_st_get(f, "o.2.sum") == NULL, "the added group has state before a step");
+    tg_st_free(f);
+    tg_optimizer_free(o);
+    th_release_all(3, p);
 }

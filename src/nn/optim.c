@@ -97,6 +97,19 @@ static int opt_new(const char *op, tg__opt_kind k, tg_optimizer **out, int n,
     *g = (tg__opt_group){.begin = 0, .end = n, .h = *h, .initial_lr = NAN};
     *o = (tg_optimizer){.kind = k, .n = n, .params = ps, .state = st, .n_groups = 1,
                         .groups = g, .defaults = *h};
+    /* torch's Adagrad makes its state in its constructor: step 0 and sum =
+     * initial_accumulator_value for each parameter (of this first group
+     * only; add_param_group's get theirs at their first step) */
+    for (int i = 0; k == TG__OPT_ADAGRAD && i < n; i++) {
+        const tg_tensor *p = ps[i];
+        st[i].buf[0] = tg__tensor_empty(tg__compute_dtype(p->dtype), p->ndim, p->shape);
+        const int rc = st[i].buf[0] ? tg_tensor_fill(st[i].buf[0], h->initial_accumulator_value)
+                                    : TG_ENOMEM;
+        if (rc < 0) {
+            tg_optimizer_free(o);
+            return rc;
+        }
+    }
     *out = o;
     return TG_OK;
 }
