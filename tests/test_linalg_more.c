@@ -280,3 +280,142 @@ Test(linalg_more, refusals_name_the_argument)
     th_expect_refused_clean(tg_linalg_lu_solve(out_, r, pv, r, true, false), TG_ESHAPE, "LU");
     th_release_all(12, (tg_tensor *[]){a, lu, pv, r, v, ai, bf, b4, p64, p2, pbad, pzero});
 }
+
+/* cholesky_solve(B, L) = solve(L L^T, B) and cholesky_inverse(L) = inv(L
+ * L^T), with L's other triangle full of values that must not be read;
+ * batch dims of B and L broadcast. */
+Test(linalg_more, cholesky_solve_and_inverse_identities)
+{
+    uint64_t s = 31;
+    tg_tensor *x = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){2, 4, 4}, -1, 1);
+    tg_tensor *junk = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){2, 4, 4}, -5, 5);
+    tg_tensor *b = th_rand_tensor(&s, TG_F64, 4, (int64_t[]){3, 1, 4, 2}, -1, 1);
+    tg_tensor *xt = NULL, *xx = NULL, *e = NULL, *a = NULL, *l = NULL, *jl = NULL, *lj = NULL,
+              *want = NULL, *got = NULL, *inv = NULL, *cinv = NULL, *ut = NULL, *uj = NULL,
+              *ju = NULL, *gotu = NULL;
+    OK(tg_transpose(&xt, x, -2, -1));
+    OK(tg_matmul(&xx, x, xt));
+    OK(tg_tensor_eye(&e, TG_F64, 4, 4));
+    OK(tg_add(&a, xx, e));
+    OK(tg_linalg_cholesky(&l, a, false));
+    OK(tg_triu(&jl, junk, 1));
+    OK(tg_add(&lj, l, jl));
+    OK(tg_linalg_solve(&want, a, b));
+    OK(tg_cholesky_solve(&got, b, lj, false));
+    cr_assert(max_diff(got, want) < 1e-12, "lower: %g", max_diff(got, want));
+    OK(tg_transpose(&ut, l, -2, -1));
+    OK(tg_tril(&ju, junk, -1));
+    OK(tg_add(&uj, ut, ju));
+    OK(tg_cholesky_solve(&gotu, b, uj, true));
+    cr_assert(max_diff(gotu, want) < 1e-12, "upper: %g", max_diff(gotu, want));
+    OK(tg_linalg_inv(&inv, a));
+    OK(tg_cholesky_inverse(&cinv, lj, false));
+    cr_assert(max_diff(cinv, inv) < 1e-12, "inverse: %g", max_diff(cinv, inv));
+    th_release_all(15, (tg_tensor *[]){x, junk, b, xt, xx, e, a, l, jl, lj, want, got, inv,
+                                       cinv, ut});
+    th_release_all(4, (tg_tensor *[]){uj, ju, gotu, NULL});
+}
+
+/* lstsq: the normal equations A^T (A X - B) = 0 for a tall A, A X = B for
+ * a wide one, broadcast batch dims as a loop would, and the rank. */
+Test(linalg_more, lstsq_solves_least_squares)
+{
+    uint64_t s = 41;
+    tg_tensor *a = th_rand_tensor(&s, TG_F64, 4, (int64_t[]){2, 1, 6, 3}, -1, 1);
+    tg_tensor *b = th_rand_tensor(&s, TG_F64, 4, (int64_t[]){1, 3, 6, 2}, -1, 1);
+    tg_tensor *x = NULL, *rk = NULL, *ax = NULL, *r = NULL, *at = NULL, *n = NULL,
+              *zero = NULL, *w = NULL, *wt = NULL, *xw = NULL, *wx = NULL, *bw = NULL;
+    OK(tg_linalg_lstsq(&x, &rk, a, b, -1));
+    int64_t xs[4] = {2, 3, 3, 2};
+    th_expect_shape(x, 4, xs);
+    th_expect_shape(rk, 2, (int64_t[]){2, 1});
+    cr_assert(eq(int, tg_tensor_dtype(rk), TG_I64));
+    cr_assert(eq(dbl, th_at(rk, 0), 3.0));
+    OK(tg_matmul(&ax, a, x));
+    OK(tg_sub(&r, ax, b));
+    OK(tg_transpose(&at, a, -2, -1));
+    OK(tg_matmul(&n, at, r));
+    OK(tg_tensor_zeros_like(&zero, n));
+    cr_assert(max_diff(n, zero) < 1e-12, "normal equations: %g", max_diff(n, zero));
+    /* wide: W^T (3 x 6) X = B (3 x 2) exactly */
+    OK(tg_transpose(&wt, a, -2, -1));
+    tg_tensor *b3 = th_rand_tensor(&s, TG_F64, 4, (int64_t[]){1, 2, 3, 2}, -1, 1);
+    OK(tg_linalg_lstsq(&wx, NULL, wt, b3, -1));
+    OK(tg_matmul(&xw, wt, wx));
+    OK(tg_expand(&bw, b3, 4, (int64_t[]){2, 2, 3, 2}));
+    th_expect_shape(wx, 4, (int64_t[]){2, 2, 6, 2});
+    cr_assert(max_diff(xw, bw) < 1e-12, "wide: %g", max_diff(xw, bw));
+    th_release_all(12, (tg_tensor *[]){a, b, x, rk, ax, r, at, n, zero, w, wt, xw});
+    th_release_all(3, (tg_tensor *[]){wx, bw, b3});
+}
+
+/* exp(0) = I, exp of a diagonal matrix is the exp of its diagonal, exp(A)
+ * exp(-A) = I with a norm that needs scaling, in f32 and f64. */
+Test(linalg_more, matrix_exp_identities)
+{
+    tg_tensor *z = NULL, *e = NULL, *i3 = NULL, *d = NULL, *ed = NULL;
+    OK(tg_tensor_zeros(&z, TG_F32, 2, (int64_t[]){3, 3}));
+    OK(tg_linalg_matrix_exp(&e, z));
+    OK(tg_tensor_eye(&i3, TG_F32, 3, 3));
+    th_expect_close("exp(0)", e, i3, 0);
+    d = th_tensor_from(TG_F64, 2, (int64_t[]){2, 2}, (double[]){-7, 0, 0, 3});
+    OK(tg_linalg_matrix_exp(&ed, d));
+    cr_assert(epsilon_eq(dbl, th_at(ed, 0), exp(-7.0), 1e-16));
+    cr_assert(eq(dbl, th_at(ed, 1), 0.0));
+    cr_assert(epsilon_eq(dbl, th_at(ed, 3), exp(3.0), 1e-13));
+    uint64_t s = 5;
+    tg_tensor *a = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){2, 4, 4}, -3, 3);
+    tg_tensor *na = NULL, *ea = NULL, *ena = NULL, *p = NULL, *i4 = NULL;
+    OK(tg_neg(&na, a));
+    OK(tg_linalg_matrix_exp(&ea, a));
+    OK(tg_linalg_matrix_exp(&ena, na));
+    OK(tg_matmul(&p, ea, ena));
+    OK(tg_tensor_eye(&i4, TG_F64, 4, 4));
+    cr_assert(max_diff(p, i4) < 1e-10, "exp(A) exp(-A): %g", max_diff(p, i4));
+    th_release_all(10, (tg_tensor *[]){z, e, i3, d, ed, a, na, ea, ena, p});
+    tg_tensor_release(i4);
+}
+
+Test(linalg_more, more_refusals_name_the_argument)
+{
+    uint64_t s = 19;
+    tg_tensor *l = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){3, 3}, -1, 1);
+    tg_tensor *r = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){3, 2}, -1, 1);
+    tg_tensor *r4 = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){4, 2}, -1, 1);
+    tg_tensor *v = th_rand_tensor(&s, TG_F64, 1, (int64_t[]){3}, -1, 1);
+    tg_tensor *rf = th_rand_tensor(&s, TG_F32, 2, (int64_t[]){3, 2}, -1, 1);
+    tg_tensor *li = th_tensor_from(TG_I64, 2, (int64_t[]){2, 2}, (double[]){1, 0, 0, 1});
+    tg_tensor *l0 = th_tensor_from(TG_F64, 3, (int64_t[]){2, 2, 2},
+                                   (double[]){1, 0, 0, 1, 1, 0, 3, 0});
+    tg_tensor *bb = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){2, 3, 2}, -1, 1);
+    tg_tensor *lb = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){3, 3, 3}, -1, 1);
+    th_expect_refused(tg_cholesky_solve(NULL, r, l, false), TG_EINVAL, "out is NULL", NULL);
+    th_expect_refused_clean(tg_cholesky_solve(out_, v, l, false), TG_ESHAPE, "B");
+    th_expect_refused_clean(tg_cholesky_solve(out_, r, v, false), TG_ESHAPE, "L");
+    th_expect_refused_clean(tg_cholesky_solve(out_, r, r, false), TG_ESHAPE, "square");
+    th_expect_refused_clean(tg_cholesky_solve(out_, rf, l, false), TG_EDTYPE,
+                            "Expected b and A to have the same dtype");
+    th_expect_refused_clean(tg_cholesky_solve(out_, r4, l, false), TG_ESHAPE,
+                            "each A matrix is 3 by 3 but each b matrix is 4 by 2");
+    th_expect_refused_clean(tg_cholesky_solve(out_, bb, lb, false), TG_ESHAPE, "cholesky_solve");
+    th_expect_refused_clean(tg_cholesky_inverse(out_, v, false), TG_ESHAPE, "L");
+    th_expect_refused_clean(tg_cholesky_inverse(out_, r, true), TG_ESHAPE, "square");
+    th_expect_refused_clean(tg_cholesky_inverse(out_, li, false), TG_EDTYPE, "floating point");
+    th_expect_refused_clean(tg_cholesky_inverse(out_, l0, false), TG_EINVAL,
+                            "The diagonal element 2 is zero");
+    th_expect_refused_clean(tg_linalg_lstsq(out_, NULL, v, r, -1), TG_ESHAPE, "A");
+    th_expect_refused_clean(tg_linalg_lstsq(out_, NULL, r, NULL, -1), TG_EINVAL, "B is NULL");
+    th_expect_refused_clean(tg_linalg_lstsq(out_, NULL, r, rf, -1), TG_EDTYPE,
+                            "Expected input and other to have the same dtype");
+    th_expect_refused_clean(tg_linalg_lstsq(out_, NULL, r, r4, -1), TG_ESHAPE,
+                            "input.size(-2) should match other.size(-2)");
+    th_expect_refused_clean(tg_linalg_lstsq(out_, NULL, lb, r4, -1), TG_ESHAPE,
+                            "input.size(-2) should match other.size(-1)");
+    th_expect_refused(tg_linalg_lstsq(NULL, NULL, r, r, -1), TG_EINVAL, "both NULL", NULL);
+    th_expect_refused_clean(tg_linalg_matrix_exp(out_, r), TG_ESHAPE, "square");
+    th_expect_refused_clean(tg_linalg_matrix_exp(out_, v), TG_ESHAPE, "A");
+    th_expect_refused_clean(tg_linalg_matrix_exp(out_, li), TG_EDTYPE, "floating point");
+    th_expect_refused_clean(tg_linalg_matrix_exp(out_, NULL), TG_EINVAL, "A");
+    th_expect_refused(tg_linalg_matrix_exp(NULL, l), TG_EINVAL, "out is NULL", NULL);
+    th_release_all(9, (tg_tensor *[]){l, r, r4, v, rf, li, l0, bb, lb});
+}
