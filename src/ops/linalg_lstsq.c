@@ -38,6 +38,7 @@ int tg_linalg_lstsq(tg_tensor **solution, tg_tensor **rank, tg_tensor *A, tg_ten
     const double rtol = rcond >= 0 ? rcond : eps * (double)(m > n ? m : n);
     tg_tensor *p = NULL, *b = NULL, *x = NULL, *r = NULL;
     int rc = TG_OK;
+    tg__lib_enter();
     if (solution) {
         TG_TRY_GOTO(tg_linalg_pinv(&p, A, -1, rtol, false));
         if (vec) TG_TRY_GOTO(tg_unsqueeze(&b, B, -1));
@@ -51,13 +52,10 @@ int tg_linalg_lstsq(tg_tensor **solution, tg_tensor **rank, tg_tensor *A, tg_ten
         }
     }
     if (rank) TG_TRY_GOTO(tg_linalg_matrix_rank(&r, A, -1, rtol, false));
-    if (solution) *solution = x;
-    if (rank) *rank = r;
-    x = r = NULL;
 done:
     tg_tensor_release(p);
     tg_tensor_release(b);
-    tg_tensor_release(x);
-    tg_tensor_release(r);
-    return rc;
+    tg__lib_leave();
+    return tg__la_capture3((tg_tensor **[]){solution, rank, NULL}, (tg_tensor *[]){x, r, NULL},
+                           rc);
 }

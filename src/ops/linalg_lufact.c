@@ -210,18 +210,12 @@ int tg_linalg_lu_factor(tg_tensor **LU, tg_tensor **pivots, tg_tensor *A)
     TG_TRY(tg__la_check("torch.linalg.lu_factor", "A", A, true));
     tg_tensor *lu = NULL, *piv = NULL;
     const lufact_params p = {.check = true};
-    TG_TRY(tg_op_call(&lufact_op, &lu, 1, &A, &p, sizeof p));
-    if (pivots) {
-        const int rc = lu_pivots(A, &piv, NULL);
-        if (rc < 0) {
-            tg_tensor_release(lu);
-            return rc;
-        }
-        *pivots = piv;
-    }
-    if (LU) *LU = lu;
-    else tg_tensor_release(lu);
-    return TG_OK;
+    tg__lib_enter();
+    int rc = tg_op_call(&lufact_op, &lu, 1, &A, &p, sizeof p);
+    if (rc >= 0 && pivots) rc = lu_pivots(A, &piv, NULL);
+    tg__lib_leave();
+    return tg__la_capture3((tg_tensor **[]){LU, pivots, NULL}, (tg_tensor *[]){lu, piv, NULL},
+                           rc);
 }
 
 int tg_linalg_lu(tg_tensor **P, tg_tensor **L, tg_tensor **U, tg_tensor *A)
@@ -234,6 +228,7 @@ int tg_linalg_lu(tg_tensor **P, tg_tensor **L, tg_tensor **U, tg_tensor *A)
               *e = NULL;
     const lufact_params p = {.check = false};
     int rc = TG_OK;
+    tg__lib_enter();
     if (L || U) TG_TRY_GOTO(tg_op_call(&lufact_op, &lu, 1, &A, &p, sizeof p));
     if (P) TG_TRY_GOTO(lu_pivots(A, &piv, &pm));
     if (L) {
@@ -242,19 +237,13 @@ int tg_linalg_lu(tg_tensor **P, tg_tensor **L, tg_tensor **U, tg_tensor *A)
         TG_TRY_GOTO(tg_add(&l, sl, e));
     }
     if (U) TG_TRY_GOTO(tg_triu(&u, lu, 0));
-    if (P) *P = pm;
-    if (L) *L = l;
-    if (U) *U = u;
-    pm = l = u = NULL;
 done:
     tg_tensor_release(lu);
     tg_tensor_release(piv);
-    tg_tensor_release(pm);
-    tg_tensor_release(l);
-    tg_tensor_release(u);
     tg_tensor_release(sl);
     tg_tensor_release(e);
-    return rc;
+    tg__lib_leave();
+    return tg__la_capture3((tg_tensor **[]){P, L, U}, (tg_tensor *[]){pm, l, u}, rc);
 }
 
 /* X with A X = B (left), X A = B (!left), A^T for adjoint, A = P L U from
@@ -292,29 +281,37 @@ int tg_linalg_lu_solve(tg_tensor **out, tg_tensor *LU, tg_tensor *pivots, tg_ten
     if (rc == TG_OK) rc = perm_matrices(fn, LU->dtype, LU->ndim, LU->shape, pv, &P);
     tg__work_free(pv);
     if (rc < 0) return rc;
+    tg_tensor *x = NULL;
+    tg__lib_enter();
     TG_TRY_GOTO(tg__la_mT(&lut, LU));
     if (left && !adjoint) {
         TG_TRY_GOTO(tg__la_mT(&t[0], P));
         TG_TRY_GOTO(tg_matmul(&t[1], t[0], B));
         TG_TRY_GOTO(tg_linalg_solve_triangular(&t[2], LU, t[1], false, true, true));
-        TG_TRY_GOTO(tg_linalg_solve_triangular(out, LU, t[2], true, true, false));
+        TG_TRY_GOTO(tg_linalg_solve_triangular(&x, LU, t[2], true, true, false));
     } else if (left) {
         TG_TRY_GOTO(tg_linalg_solve_triangular(&t[0], lut, B, false, true, false));
         TG_TRY_GOTO(tg_linalg_solve_triangular(&t[1], lut, t[0], true, true, true));
-        TG_TRY_GOTO(tg_matmul(out, P, t[1]));
+        TG_TRY_GOTO(tg_matmul(&x, P, t[1]));
     } else if (!adjoint) {
         TG_TRY_GOTO(tg_linalg_solve_triangular(&t[0], LU, B, true, false, false));
         TG_TRY_GOTO(tg_linalg_solve_triangular(&t[1], LU, t[0], false, false, true));
         TG_TRY_GOTO(tg__la_mT(&t[2], P));
-        TG_TRY_GOTO(tg_matmul(out, t[1], t[2]));
+        TG_TRY_GOTO(tg_matmul(&x, t[1], t[2]));
     } else {
         TG_TRY_GOTO(tg_matmul(&t[0], B, P));
         TG_TRY_GOTO(tg_linalg_solve_triangular(&t[1], lut, t[0], true, false, true));
-        TG_TRY_GOTO(tg_linalg_solve_triangular(out, lut, t[1], false, false, false));
+        TG_TRY_GOTO(tg_linalg_solve_triangular(&x, lut, t[1], false, false, false));
     }
 done:
     tg_tensor_release(P);
     tg_tensor_release(lut);
     for (int i = 0; i < 3; i++) tg_tensor_release(t[i]);
-    return rc;
+    tg__lib_leave();
+    if (rc < 0) {
+        tg_tensor_release(x);
+        return rc;
+    }
+    *out = x;
+    return tg__scope_capture(out, rc);
 }
