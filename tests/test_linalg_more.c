@@ -419,3 +419,48 @@ Test(linalg_more, more_refusals_name_the_argument)
     th_expect_refused(tg_linalg_matrix_exp(NULL, l), TG_EINVAL, "out is NULL", NULL);
     th_release_all(9, (tg_tensor *[]){l, r, r4, v, rf, li, l0, bb, lb});
 }
+
+/* Inside a bf16 autocast scope cholesky_solve, cholesky_inverse and lstsq
+ * take bf16 operands in f32 (torch's CPU autocast); lu_factor and
+ * matrix_exp refuse bf16 (not on torch's lists; its lu_factor refuses it,
+ * its matrix_exp computes in bf16); lu_solve of f32 operands stays f32. */
+Test(linalg_more, autocast_policies)
+{
+    uint64_t s = 3;
+    tg_tensor *l = th_rand_tensor(&s, TG_F32, 2, (int64_t[]){3, 3}, 1, 2);
+    tg_tensor *b = th_rand_tensor(&s, TG_F32, 2, (int64_t[]){3, 2}, -1, 1);
+    tg_tensor *lb = NULL, *bb = NULL, *y[3] = {NULL, NULL, NULL}, *w[3] = {NULL, NULL, NULL};
+    tg_tensor *lbf = NULL, *bbf = NULL, *r = NULL;
+    OK(tg_tensor_to_dtype(&lb, l, TG_BF16));
+    OK(tg_tensor_to_dtype(&bb, b, TG_BF16));
+    OK(tg_tensor_to_dtype(&lbf, lb, TG_F32));   /* the bf16 values in f32 */
+    OK(tg_tensor_to_dtype(&bbf, bb, TG_F32));
+    OK(tg_autocast_begin(TG_BF16));
+    const int rc0 = tg_cholesky_solve(&y[0], bb, lb, false);
+    const int rc1 = tg_cholesky_inverse(&y[1], lb, true);
+    const int rc2 = tg_linalg_lstsq(&y[2], NULL, lb, bb, -1);
+    th_expect_refused(tg_linalg_lu_factor(&r, NULL, lb), TG_EDTYPE, "Low precision", r);
+    tg_tensor *e = NULL, *lu = NULL, *pv = NULL, *x = NULL, *xw = NULL;
+    th_expect_refused(tg_linalg_matrix_exp(&e, lb), TG_EDTYPE, "Low precision", e);
+    OK(tg_linalg_lu_factor(&lu, &pv, l));   /* f32 stays f32 */
+    const int rc5 = tg_linalg_lu_solve(&x, lu, pv, b, true, false);
+    OK(tg_autocast_end());
+    cr_assert(eq(int, rc5, TG_OK), "lu_solve: %s", tg_error_message());
+    cr_assert(eq(int, tg_tensor_dtype(x), TG_F32));
+    OK(tg_linalg_lu_solve(&xw, lu, pv, b, true, false));
+    th_expect_close("lu_solve under autocast", x, xw, 0);
+    th_release_all(4, (tg_tensor *[]){lu, pv, x, xw});
+    cr_assert(eq(int, rc0, TG_OK));
+    cr_assert(eq(int, rc1, TG_OK));
+    cr_assert(eq(int, rc2, TG_OK));
+    OK(tg_cholesky_solve(&w[0], bbf, lbf, false));
+    OK(tg_cholesky_inverse(&w[1], lbf, true));
+    OK(tg_linalg_lstsq(&w[2], NULL, lbf, bbf, -1));
+    for (int i = 0; i < 3; i++) {
+        cr_assert(eq(int, tg_tensor_dtype(y[i]), TG_F32), "result %d", i);
+        th_expect_close("autocast", y[i], w[i], 0);
+    }
+    th_release_all(8, (tg_tensor *[]){l, b, lb, bb, lbf, bbf, r, e});
+    th_release_all(3, y);
+    th_release_all(3, w);
+}

@@ -10,7 +10,8 @@
  *   cholesky_solve:   gB = cholesky_solve(g, L),  S = gB X^T + X gB^T,
  *                     gL = -S L (upper: -U S);
  *   cholesky_inverse: S = Y (g + g^T) Y,  gL = -S L (upper: -U S),
- * X, Y the saved results. */
+ * X, Y the saved results.  Both run in f32 under autocast (FP32), as in
+ * torch's CPU autocast. */
 #include <assert.h>
 #include <string.h>
 
@@ -19,6 +20,7 @@
 #include "ops/linalg_la.h"
 #include "tapegrad/linalg.h"
 #include "tapegrad/ops.h"
+#include "tapegrad/registry.h"
 
 typedef struct chol_params {
     bool upper;
@@ -124,7 +126,7 @@ done:
 }
 
 static const tg_op_schema csolve_op = {
-    .name = "cholesky_solve", .arity = 2, .forward = csolve_forward,
+    .name = "cholesky_solve", .arity = 2, .amp = TG_AMP_FP32, .forward = csolve_forward,
     .backward = csolve_backward, .double_backward = true,
     .vjp = "db = cholesky_solve(g, L), dL = -(db y^T + y db^T) L"};
 
@@ -182,7 +184,7 @@ done:
 }
 
 static const tg_op_schema cinv_op = {
-    .name = "cholesky_inverse", .arity = 1, .forward = cinv_forward,
+    .name = "cholesky_inverse", .arity = 1, .amp = TG_AMP_FP32, .forward = cinv_forward,
     .backward = cinv_backward, .double_backward = true,
     .vjp = "dL = -y (g + g^T) y L"};
 
@@ -197,11 +199,18 @@ int tg_cholesky_solve(tg_tensor **out, tg_tensor *B, tg_tensor *L, bool upper)
 {
     static const char fn[] = "torch.cholesky_solve";
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out is NULL", fn);
-    /* before dispatch, which would promote them */
-    TG_CHECK(!B || !L || B->dtype == L->dtype || !tg_dtype_is_float(B->dtype) ||
-                 !tg_dtype_is_float(L->dtype), TG_EDTYPE,
-             "%s: Expected b and A to have the same dtype, but found b of type %s and A of "
-             "type %s instead", fn, tg_dtype_name(B->dtype), tg_dtype_name(L->dtype));
+    /* before dispatch, which would promote them; under autocast f16 and bf16
+     * count as f32 (the op takes them so) */
+    if (B && L && tg_dtype_is_float(B->dtype) && tg_dtype_is_float(L->dtype)) {
+        tg_dtype b = B->dtype, l = L->dtype, ac;
+        if (tg_autocast_active(&ac)) {
+            if (b == TG_F16 || b == TG_BF16) b = TG_F32;
+            if (l == TG_F16 || l == TG_BF16) l = TG_F32;
+        }
+        TG_CHECK(b == l, TG_EDTYPE, "%s: Expected b and A to have the same dtype, but found b "
+                 "of type %s and A of type %s instead", fn, tg_dtype_name(B->dtype),
+                 tg_dtype_name(L->dtype));
+    }
     const chol_params p = {.upper = upper};
     return tg_op_call(&csolve_op, out, 2, (tg_tensor *[]){B, L}, &p, sizeof p);
 }

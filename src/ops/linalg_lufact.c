@@ -283,6 +283,8 @@ int tg_linalg_lu_solve(tg_tensor **out, tg_tensor *LU, tg_tensor *pivots, tg_ten
     if (rc < 0) return rc;
     tg_tensor *x = NULL;
     tg__lib_enter();
+    /* in LU's dtype: autocast off inside (matmul would take f32 to bf16) */
+    const bool suspended = tg__autocast_suspend(true);
     TG_TRY_GOTO(tg__la_mT(&lut, LU));
     if (left && !adjoint) {
         TG_TRY_GOTO(tg__la_mT(&t[0], P));
@@ -307,6 +309,7 @@ done:
     tg_tensor_release(P);
     tg_tensor_release(lut);
     for (int i = 0; i < 3; i++) tg_tensor_release(t[i]);
+    tg__autocast_suspend(suspended);
     tg__lib_leave();
     if (rc < 0) {
         tg_tensor_release(x);
