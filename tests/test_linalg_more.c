@@ -62,7 +62,7 @@ static void check_case(const tg_st_file *f, const char *c, const char *what, con
     for (int j = 0; j < k; j++) {
         snprintf(key, sizeof key, "d%d", j);
         cr_assert(d[j] != NULL, "%s: input %d has no gradient", what, j);
-        th_expect_close_scaled(what, d[j], th_golden_get(f, c, key), tol * 100);
+        th_expect_close_scaled(what, d[j], th_golden_get(f, c, key), tol * 10);
     }
     th_release_all(nin, in);
     th_release_all(2, d);
@@ -274,9 +274,9 @@ Test(linalg_more, refusals_name_the_argument)
     th_expect_refused_clean(tg_linalg_lu_solve(out_, lu, NULL, r, true, false), TG_EINVAL,
                             "pivots is NULL");
     th_expect_refused_clean(tg_linalg_lu_solve(out_, lu, pbad, r, true, false), TG_EINVAL,
-                            "between 1 and 3");
+                            "smaller or equal to LU.size(-2)");
     th_expect_refused_clean(tg_linalg_lu_solve(out_, lu, pzero, r, true, false), TG_EINVAL,
-                            "found 0");
+                            "greater or equal to 1");
     th_expect_refused_clean(tg_linalg_lu_solve(out_, r, pv, r, true, false), TG_ESHAPE, "LU");
     th_release_all(12, (tg_tensor *[]){a, lu, pv, r, v, ai, bf, b4, p64, p2, pbad, pzero});
 }

@@ -91,8 +91,8 @@ static int lufact_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *con
 }
 
 /* P (..., n, n) in dt with A = P L U from the 1-based pivots piv (count
- * rows of n, each checked to be in 1..n: TG_EINVAL naming fn); shape is
- * P's (ndim dims). */
+ * rows of n, each checked to be in 1..n: TG_EINVAL naming fn, torch's
+ * words); shape is P's (ndim dims). */
 static int perm_matrices(const char *fn, tg_dtype dt, int ndim, const int64_t *shape,
                          const int *piv, tg_tensor **P)
 {
@@ -107,8 +107,10 @@ static int perm_matrices(const char *fn, tg_dtype dt, int ndim, const int64_t *s
         for (int i = 0; i < n; i++) perm[i] = i;
         for (int i = 0; i < n && rc == TG_OK; i++) {   /* row i of P^T A is A's perm[i] */
             if (ip[i] < 1 || ip[i] > n) {
-                rc = tg__error(TG_EINVAL, "%s: pivots must be between 1 and %d (LAPACK's "
-                               "1-based row indices), found %d", fn, n, ip[i]);
+                rc = tg__error(TG_EINVAL, "%s: Pivots given to lu_solve must all be %s (found "
+                               "%d). Did you properly pass the result of lu_factor?", fn,
+                               ip[i] < 1 ? "greater or equal to 1" :
+                                           "smaller or equal to LU.size(-2)", ip[i]);
                 break;
             }
             const int t = perm[i];
