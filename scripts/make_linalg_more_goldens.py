@@ -29,7 +29,8 @@ reaches it); lstsq random (full-rank) tall, wide and square matrices,
 batches of matrices and vectors, with torch's default driver (gelsy;
 torch 1.13's lstsq backward fails on broadcast batch dims, so none here,
 and on vectors: those cases have metadata case<i>.grad "0" and no
-gradients; every other case's is "1");
+gradients; every other case's is "1"; gelsy's solutions may differ in
+their last bits from one run of this script to the next);
 matrix_exp random matrices, one with a norm large enough to be scaled
 down and one small.
 """

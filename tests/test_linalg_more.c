@@ -278,6 +278,9 @@ Test(linalg_more, refusals_name_the_argument)
     th_expect_refused_clean(tg_linalg_lu_solve(out_, lu, pzero, r, true, false), TG_EINVAL,
                             "greater or equal to 1");
     th_expect_refused_clean(tg_linalg_lu_solve(out_, r, pv, r, true, false), TG_ESHAPE, "LU");
+    th_expect_refused_clean(tg_linalg_lu_solve(out_, NULL, pv, r, true, false), TG_EINVAL, "LU");
+    th_expect_refused_clean(tg_linalg_lu_solve(out_, lu, pv, NULL, true, false), TG_EINVAL, "B");
+    th_expect_refused_clean(tg_linalg_lu(out_, NULL, NULL, NULL), TG_EINVAL, "A");
     th_release_all(12, (tg_tensor *[]){a, lu, pv, r, v, ai, bf, b4, p64, p2, pbad, pzero});
 }
 
@@ -417,6 +420,10 @@ Test(linalg_more, more_refusals_name_the_argument)
     th_expect_refused_clean(tg_linalg_matrix_exp(out_, li), TG_EDTYPE, "floating point");
     th_expect_refused_clean(tg_linalg_matrix_exp(out_, NULL), TG_EINVAL, "A");
     th_expect_refused(tg_linalg_matrix_exp(NULL, l), TG_EINVAL, "out is NULL", NULL);
+    th_expect_refused_clean(tg_cholesky_solve(out_, NULL, l, false), TG_EINVAL, "");
+    th_expect_refused_clean(tg_cholesky_solve(out_, r, NULL, false), TG_EINVAL, "");
+    th_expect_refused_clean(tg_cholesky_inverse(out_, NULL, false), TG_EINVAL, "");
+    th_expect_refused_clean(tg_linalg_lstsq(out_, NULL, NULL, r, -1), TG_EINVAL, "A is NULL");
     th_release_all(9, (tg_tensor *[]){l, r, r4, v, rf, li, l0, bb, lb});
 }
 
