@@ -160,6 +160,75 @@ TG_API int tg_logdet(tg_tensor **out, tg_tensor *A);
  * multiply-adds (the matrix-chain order, as torch's). */
 TG_API int tg_linalg_multi_dot(tg_tensor **out, int n, tg_tensor *const *tensors);
 
+/* ---- LU factorization (torch.linalg.lu_factor, lu, lu_solve) ---- */
+
+/* torch.linalg.lu_factor(A): A (..., n, n) = P L U with partial pivoting
+ * (LAPACK's getrf): *LU (..., n, n) packs L's strictly lower triangle (its
+ * unit diagonal implied) and U, *pivots (..., n) is i32, LAPACK's 1-based
+ * row swaps in order, as torch's.  Either out-pointer may be NULL, not
+ * both; on error neither is written.  A must be square (torch also takes
+ * m x n).  An exact zero on U's diagonal is TG_EINVAL with torch's words
+ * ("U[i,i] is zero ... division by zero").  LU's gradient is torch 1.13's:
+ * gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T, gL = tril(gLU, -1),
+ * gU = triu(gLU), made of differentiable ops; pivots have none. */
+TG_API int tg_linalg_lu_factor(tg_tensor **LU, tg_tensor **pivots, tg_tensor *A);
+
+/* torch.linalg.lu(A): A (..., n, n) = P L U, P (not differentiable) a
+ * permutation matrix in A's dtype, L unit lower and U upper triangular,
+ * from tg_linalg_lu_factor's LU (tril and triu of it: the gradient is
+ * lu_factor's).  A singular A is factored without error.  Any of P, L, U
+ * may be NULL (not wanted), not all; on error none is written. */
+TG_API int tg_linalg_lu(tg_tensor **P, tg_tensor **L, tg_tensor **U, tg_tensor *A);
+
+/* torch.linalg.lu_solve(LU, pivots, B, left, adjoint): X with A X = B
+ * (left) or X A = B (!left), A^T in place of A with adjoint, A = P L U
+ * given by tg_linalg_lu_factor's LU (..., n, n) and i32 pivots (LU's shape
+ * without its last dim, each in 1..n, else TG_EINVAL).  B (..., n, k) with
+ * left, (..., k, n) without, at least two dims; batch dims of LU and B
+ * broadcast.  Made of matmul with P and two tg_linalg_solve_triangular
+ * (their gradients, with respect to LU's triangles and B, are torch's).
+ * Zeros on U's diagonal give inf or NaN. */
+TG_API int tg_linalg_lu_solve(tg_tensor **out, tg_tensor *LU, tg_tensor *pivots, tg_tensor *B,
+                              bool left, bool adjoint);
+
+/* ---- solves with a Cholesky factor (torch.cholesky_solve, inverse) ---- */
+
+/* torch.cholesky_solve(B, L, upper): X with A X = B, A = L L^T (upper: A =
+ * U^T U) given its Cholesky factor L (..., n, n), read on its lower (upper)
+ * triangle only; B (..., n, k), at least two dims; batch dims broadcast.
+ * Dtypes must match ("Expected b and A to have the same dtype", TG_EDTYPE).
+ * A zero on L's diagonal gives inf or NaN.  Gradient: torch 1.13's, which
+ * takes L as a full matrix (its other triangle gets one too):
+ * gB = cholesky_solve(g, L), gL = -(gB X^T + X gB^T) L (upper: -U (...)). */
+TG_API int tg_cholesky_solve(tg_tensor **out, tg_tensor *B, tg_tensor *L, bool upper);
+
+/* torch.cholesky_inverse(L, upper): (L L^T)^-1 (upper: (U^T U)^-1), L (...,
+ * n, n) read on one triangle; a zero on L's diagonal is TG_EINVAL with
+ * torch's words ("The diagonal element i is zero").  Gradient: torch
+ * 1.13's, gL = -Y (g + g^T) Y L (upper: -U Y (g + g^T) Y), Y the result. */
+TG_API int tg_cholesky_inverse(tg_tensor **out, tg_tensor *L, bool upper);
+
+/* torch.linalg.lstsq(A, B, rcond): the minimum-norm X minimizing |A X -
+ * B|, A (..., m, n) of any shape (tall or wide), B (..., m, k), or a batch
+ * of vectors (..., m) when it has one dim fewer than A; batch dims
+ * broadcast.  *solution is pinv(A) B (tg_linalg_pinv with rtol = rcond, a
+ * negative rcond torch's None: eps * max(m, n)), *rank the i64 rank (...)
+ * of A at that tolerance (tg_linalg_matrix_rank); either may be NULL, not
+ * both.  torch 1.13's CPU default driver, gelsy, gives the same solution
+ * for a full-rank A (its rank estimate may differ from the SVD's at the
+ * threshold), and its gradient is the one of pinv(A) B, as here.  torch's
+ * residuals and singular_values are empty for gelsy and not given. */
+TG_API int tg_linalg_lstsq(tg_tensor **solution, tg_tensor **rank, tg_tensor *A, tg_tensor *B,
+                           double rcond);
+
+/* torch.linalg.matrix_exp(A): the exponential of each square matrix of A
+ * (..., n, n), f32 or f64, by scaling and squaring with a Taylor
+ * polynomial computed in f64 (torch's picks the degree by the norm; both
+ * round to the exponential in A's dtype).  Gradient: torch's, the upper
+ * right block of matrix_exp([[A^T, g], [0, A^T]]), made of matrix_exp
+ * itself so gradients of gradients follow. */
+TG_API int tg_linalg_matrix_exp(tg_tensor **out, tg_tensor *A);
+
 #ifdef __cplusplus
 }
 #endif

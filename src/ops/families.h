@@ -81,6 +81,9 @@
     X(linalg_svd, 1)     /* linalg_svd.c: linalg_svd */ \
     X(linalg_compose, 1) /* linalg_compose.c: linalg_pinv */ \
     X(linalg_qr, 1)      /* linalg_qr.c: linalg_qr */ \
+    X(linalg_lufact, 1)  /* linalg_lufact.c: linalg_lu_factor */ \
+    X(linalg_chol, 2)    /* linalg_chol.c: cholesky_solve cholesky_inverse */ \
+    X(linalg_exp, 1)     /* linalg_exp.c: linalg_matrix_exp */ \
     X(emb_sparse, 1)     /* embedding_sparse.c: embedding_sparse */ \
     X(ctc_loss, 1)       /* ctc_loss.c: ctc_loss */ \
     X(scatter, 2)        /* scatter.c: scatter scatter_value */ \

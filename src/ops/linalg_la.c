@@ -6,6 +6,7 @@
 #include "ops/linalg_la.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/registry.h"
+#include "tapegrad/scope.h"
 
 int tg__la_check(const char *fn, const char *what, const tg_tensor *A, bool square)
 {
@@ -116,4 +117,32 @@ int tg__la_perm_sign(int n, const int *ipiv)
 int tg__la_mT(tg_tensor **out, tg_tensor *a)
 {
     return tg_transpose(out, a, -2, -1);
+}
+
+int tg__la_capture3(tg_tensor **o[3], tg_tensor *v[3], int rc)
+{
+    tg_tensor **oo[3];
+    tg_tensor *vv[3];
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        if (o[i]) oo[n] = o[i], vv[n++] = v[i];
+        else tg_tensor_release(v[i]);
+    }
+    if (n < 3)
+        return tg__scope_capture_pair(oo[0], vv[0], n == 2 ? oo[1] : NULL,
+                                      n == 2 ? vv[1] : NULL, rc);
+    tg_tensor *a = NULL, *b = NULL, *c = NULL;
+    rc = tg__scope_capture_pair(&a, vv[0], &b, vv[1], rc);
+    if (rc < 0) {
+        tg_tensor_release(vv[2]);
+        return rc;
+    }
+    rc = tg__scope_capture_pair(&c, vv[2], NULL, NULL, rc);
+    if (rc < 0) {
+        if (tg_scope_keep(a)) tg_tensor_release(a);
+        if (tg_scope_keep(b)) tg_tensor_release(b);
+        return rc;
+    }
+    *oo[0] = a, *oo[1] = b, *oo[2] = c;
+    return TG_OK;
 }

@@ -1,0 +1,322 @@
+/* src/ops/linalg_lufact.c - torch.linalg.lu_factor, lu and lu_solve of
+ * tapegrad/linalg.h: A = P L U with partial pivoting (LAPACK's getrf) for a
+ * batch of square matrices.
+ *
+ * One op, lu_factor, gives the packed LU (L's strictly lower triangle, its
+ * unit diagonal implied, and U on and above the diagonal).  getrf factors a
+ * column-major buffer, so each row-major A is transposed in and the factor
+ * out.  The pivots (1-based row swaps, LAPACK's, as torch's int32) are not
+ * differentiable and come from the same factorization run again
+ * (deterministic), in the public function and in the backward (which needs
+ * P).  Backward (torch 1.13's linalg_lu_backward for square A), with
+ * tg_linalg_solve_triangular, tril, triu and matmul so gradients of
+ * gradients follow:
+ *   gL = tril(gLU, -1), gU = triu(gLU),
+ *   gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T.
+ * lu unpacks LU with tril, triu and P from the pivots; lu_solve is made of
+ * P, matmul and two triangular solves, so their gradients follow from
+ * these. */
+#include <assert.h>
+#include <string.h>
+
+#include "autograd/tape.h"
+#include "ops/families.h"
+#include "ops/linalg_la.h"
+#include "tapegrad/linalg.h"
+#include "tapegrad/ops.h"
+
+typedef struct lufact_params {
+    bool check;   /* lu_factor: an exact zero on U's diagonal is an error */
+} lufact_params;
+
+/* The LU of every matrix of the gathered batch a (count n x n row-major
+ * matrices) in place, row-major, and its pivots into piv (count * n, or
+ * NULL).  check: TG_EINVAL for a zero on U's diagonal, torch's words. */
+static int factor_all(tg_dtype dt, int n, int64_t count, char *a, int *piv, bool check,
+                      bool batched)
+{
+    const size_t es = tg_dtype_size(dt), nn = (size_t)n * (size_t)n;
+    int *ip = tg__malloc((size_t)n * sizeof *ip + 1);
+    char *w = tg__work_alloc(nn * es + 1);
+    int rc = TG_OK;
+    if (!ip || !w) rc = TG_ENOMEM;
+    const int saved = tg__blas_single_begin();
+    for (int64_t b = 0; b < count && rc == TG_OK; b++) {
+        char *m = a + (size_t)b * nn * es;
+        tg__la_transpose(dt, n, n, m, w);
+        const int info = tg__lapack_getrf(dt, n, w, ip);
+        if (info > 0 && check) {
+            char note[48] = "";
+            if (batched) snprintf(note, sizeof note, " (Batch element %lld):", (long long)b);
+            rc = tg__error(TG_EINVAL, "torch.linalg.lu_factor:%s U[%d,%d] is zero and using "
+                           "it on lu_solve would result in a division by zero. If you still "
+                           "want to perform the factorization, consider calling linalg.lu(A, "
+                           "pivot)", note, info, info);
+            break;
+        }
+        tg__la_transpose(dt, n, n, w, m);
+        if (piv) memcpy(piv + (size_t)b * (size_t)n, ip, (size_t)n * sizeof *ip);
+    }
+    tg__blas_restore(saved);
+    free(ip);
+    tg__work_free(w);
+    return rc;
+}
+
+static int lufact_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *in,
+                          const void *params)
+{
+    (void)n_in;
+    const lufact_params *p = params;
+    tg_tensor *A = in[0];
+    const char *fn = p->check ? "torch.linalg.lu_factor" : "torch.linalg.lu";
+    TG_TRY(tg__la_check(fn, "A", A, true));
+    const int bn = A->ndim - 2, n = (int)A->shape[bn];
+    tg_tensor *Y = tg__tensor_uninit(A->dtype, A->ndim, A->shape);
+    char *a = Y ? tg__la_gather(A, bn, A->shape, 2, A->dtype) : NULL;
+    int rc = a ? TG_OK : TG_ENOMEM;
+    if (rc == TG_OK)
+        rc = factor_all(A->dtype, n, tg__la_count(bn, A->shape), a, NULL, p->check, bn > 0);
+    if (rc == TG_OK)
+        memcpy(tg_tensor_data(Y), a, (size_t)tg_tensor_numel(Y) * tg_dtype_size(A->dtype));
+    tg__work_free(a);
+    if (rc == TG_OK && ctx) rc = tg__ctx_save(ctx, A);
+    if (rc >= 0 && ctx) rc = tg_op_ctx_save_output(ctx, Y);
+    if (rc < 0) {
+        tg_tensor_release(Y);
+        return rc;
+    }
+    *out = Y;
+    return TG_OK;
+}
+
+/* P (..., n, n) in dt with A = P L U from the 1-based pivots piv (count
+ * rows of n, each checked to be in 1..n: TG_EINVAL naming fn, torch's
+ * words); shape is P's (ndim dims). */
+static int perm_matrices(const char *fn, tg_dtype dt, int ndim, const int64_t *shape,
+                         const int *piv, tg_tensor **P)
+{
+    const int n = (int)shape[ndim - 1];
+    const int64_t count = tg__la_count(ndim - 2, shape);
+    const size_t nn = (size_t)n * (size_t)n;
+    tg_tensor *pm = tg__tensor_uninit(dt, ndim, shape);
+    int *perm = pm ? tg__malloc((size_t)n * sizeof *perm + 1) : NULL;
+    int rc = perm ? TG_OK : TG_ENOMEM;
+    for (int64_t b = 0; rc == TG_OK && b < count; b++) {
+        const int *ip = piv + (size_t)b * (size_t)n;
+        for (int i = 0; i < n; i++) perm[i] = i;
+        for (int i = 0; i < n && rc == TG_OK; i++) {   /* row i of P^T A is A's perm[i] */
+            if (ip[i] < 1 || ip[i] > n) {
+                rc = tg__error(TG_EINVAL, "%s: Pivots given to lu_solve must all be %s (found "
+                               "%d). Did you properly pass the result of lu_factor?", fn,
+                               ip[i] < 1 ? "greater or equal to 1" :
+                                           "smaller or equal to LU.size(-2)", ip[i]);
+                break;
+            }
+            const int t = perm[i];
+            perm[i] = perm[ip[i] - 1];
+            perm[ip[i] - 1] = t;
+        }
+        for (size_t e = 0; rc == TG_OK && e < nn; e++) {   /* P[perm[i], i] = 1 */
+            const size_t r = e / (size_t)n, c = e % (size_t)n;
+            const double v = (size_t)perm[c] == r ? 1.0 : 0.0;
+            if (dt == TG_F64) ((double *)tg_tensor_data(pm))[(size_t)b * nn + e] = v;
+            else ((float *)tg_tensor_data(pm))[(size_t)b * nn + e] = (float)v;
+        }
+    }
+    free(perm);
+    if (rc < 0) {
+        tg_tensor_release(pm);
+        return rc;
+    }
+    *P = pm;
+    return TG_OK;
+}
+
+/* The pivots (..., n) as i32 and, when P is not NULL, the permutation
+ * matrices P (..., n, n) in A's dtype with A = P L U, from A's LU (not
+ * recorded). */
+static int lu_pivots(const tg_tensor *A, tg_tensor **piv, tg_tensor **P)
+{
+    const int bn = A->ndim - 2, n = (int)A->shape[bn];
+    tg_tensor *pv = tg__tensor_uninit(TG_I32, A->ndim - 1, A->shape);
+    char *a = pv ? tg__la_gather(A, bn, A->shape, 2, A->dtype) : NULL;
+    int rc = a ? TG_OK : TG_ENOMEM;
+    if (rc == TG_OK)
+        rc = factor_all(A->dtype, n, tg__la_count(bn, A->shape), a, tg_tensor_data(pv), false,
+                        false);
+    tg__work_free(a);
+    if (rc == TG_OK && P)
+        rc = perm_matrices("torch.linalg.lu", A->dtype, A->ndim, A->shape, tg_tensor_data(pv), P);
+    if (rc < 0) {
+        tg_tensor_release(pv);
+        return rc;
+    }
+    *piv = pv;
+    return TG_OK;
+}
+
+/* gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T, L^T gL = gL +
+ * tril(LU, -1)^T gL (L's unit diagonal). */
+static int lufact_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    tg_tensor *A, *lu = NULL, *lut = NULL, *t[12] = {NULL}, *piv = NULL, *P = NULL;
+    int rc;
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &A));
+    TG_TRY_GOTO(tg__ctx_saved_output(ctx, 1, &lu));
+    TG_TRY_GOTO(lu_pivots(A, &piv, &P));
+    TG_TRY_GOTO(tg__la_mT(&lut, lu));
+    TG_TRY_GOTO(tg_tril(&t[0], g, -1));                 /* gL */
+    TG_TRY_GOTO(tg_triu(&t[1], g, 0));                  /* gU */
+    TG_TRY_GOTO(tg_triu(&t[3], lut, 1));                /* tril(LU,-1)^T = triu(LU^T, 1) */
+    TG_TRY_GOTO(tg_matmul(&t[4], t[3], t[0]));
+    TG_TRY_GOTO(tg_add(&t[5], t[4], t[0]));             /* L^T gL */
+    TG_TRY_GOTO(tg_tril(&t[6], t[5], -1));
+    TG_TRY_GOTO(tg_tril(&t[7], lut, 0));                /* U^T */
+    TG_TRY_GOTO(tg_matmul(&t[8], t[1], t[7]));
+    TG_TRY_GOTO(tg_triu(&t[9], t[8], 0));
+    TG_TRY_GOTO(tg_add(&t[10], t[6], t[9]));
+    /* X U^T = t10 (U^T: LU^T's lower triangle), then L^T Y = X (LU^T's
+     * strictly upper triangle, unit diagonal) */
+    TG_TRY_GOTO(tg_linalg_solve_triangular(&t[11], lut, t[10], false, false, false));
+    tg_tensor_release(t[0]);
+    t[0] = NULL;
+    TG_TRY_GOTO(tg_linalg_solve_triangular(&t[0], lut, t[11], true, true, true));
+    TG_TRY_GOTO(tg_matmul(&gi[0], P, t[0]));
+done:
+    tg_tensor_release(lu);
+    tg_tensor_release(lut);
+    tg_tensor_release(piv);
+    tg_tensor_release(P);
+    for (int i = 0; i < 12; i++) tg_tensor_release(t[i]);
+    return rc;
+}
+
+static const tg_op_schema lufact_op = {
+    .name = "linalg_lu_factor", .arity = 1, .forward = lufact_forward,
+    .backward = lufact_backward, .double_backward = true,
+    .vjp = "da = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T"};
+
+/* The family's schemas, registered by src/ops/families.c. */
+const tg_op_schema *const tg__linalg_lufact_ops[] = {&lufact_op};
+static_assert(sizeof tg__linalg_lufact_ops / sizeof tg__linalg_lufact_ops[0] ==
+                  TG__linalg_lufact_N,
+              "src/ops/families.h must count the linalg_lufact ops");
+
+/* ---- the public functions ------------------------------------------------ */
+
+int tg_linalg_lu_factor(tg_tensor **LU, tg_tensor **pivots, tg_tensor *A)
+{
+    TG_CHECK(LU != NULL || pivots != NULL, TG_EINVAL,
+             "torch.linalg.lu_factor: LU and pivots are both NULL");
+    TG_TRY(tg__la_check("torch.linalg.lu_factor", "A", A, true));
+    tg_tensor *lu = NULL, *piv = NULL;
+    const lufact_params p = {.check = true};
+    tg__lib_enter();
+    int rc = tg_op_call(&lufact_op, &lu, 1, &A, &p, sizeof p);
+    if (rc >= 0 && pivots) rc = lu_pivots(A, &piv, NULL);
+    tg__lib_leave();
+    return tg__la_capture3((tg_tensor **[]){LU, pivots, NULL}, (tg_tensor *[]){lu, piv, NULL},
+                           rc);
+}
+
+int tg_linalg_lu(tg_tensor **P, tg_tensor **L, tg_tensor **U, tg_tensor *A)
+{
+    TG_CHECK(P != NULL || L != NULL || U != NULL, TG_EINVAL,
+             "torch.linalg.lu: P, L and U are all NULL");
+    TG_TRY(tg__la_check("torch.linalg.lu", "A", A, true));
+    const int64_t n = A->shape[A->ndim - 1];
+    tg_tensor *lu = NULL, *piv = NULL, *pm = NULL, *l = NULL, *u = NULL, *sl = NULL,
+              *e = NULL;
+    const lufact_params p = {.check = false};
+    int rc = TG_OK;
+    tg__lib_enter();
+    if (L || U) TG_TRY_GOTO(tg_op_call(&lufact_op, &lu, 1, &A, &p, sizeof p));
+    if (P) TG_TRY_GOTO(lu_pivots(A, &piv, &pm));
+    if (L) {
+        TG_TRY_GOTO(tg_tril(&sl, lu, -1));
+        TG_TRY_GOTO(tg_tensor_eye(&e, A->dtype, n, n));
+        TG_TRY_GOTO(tg_add(&l, sl, e));
+    }
+    if (U) TG_TRY_GOTO(tg_triu(&u, lu, 0));
+done:
+    tg_tensor_release(lu);
+    tg_tensor_release(piv);
+    tg_tensor_release(sl);
+    tg_tensor_release(e);
+    tg__lib_leave();
+    return tg__la_capture3((tg_tensor **[]){P, L, U}, (tg_tensor *[]){pm, l, u}, rc);
+}
+
+/* X with A X = B (left), X A = B (!left), A^T for adjoint, A = P L U from
+ * LU and pivots (module comment):
+ *   left:            X = U^-1 L^-1 P^T B      left, adjoint:  X = P L^-T U^-T B
+ *   right:           X = B U^-1 L^-1 P^T      right, adjoint: X = B P L^-T U^-T */
+int tg_linalg_lu_solve(tg_tensor **out, tg_tensor *LU, tg_tensor *pivots, tg_tensor *B,
+                       bool left, bool adjoint)
+{
+    static const char fn[] = "torch.linalg.lu_solve";
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out is NULL", fn);
+    TG_TRY(tg__la_check(fn, "LU", LU, true));
+    TG_TRY(tg__la_check(fn, "B", B, false));
+    TG_CHECK(B->dtype == LU->dtype, TG_EDTYPE, "%s: Expected LU and B to have the same dtype, "
+             "but found LU of type %s and B of type %s instead", fn, tg_dtype_name(LU->dtype),
+             tg_dtype_name(B->dtype));
+    TG_CHECK(pivots != NULL, TG_EINVAL, "%s: pivots is NULL", fn);
+    TG_CHECK(pivots->dtype == TG_I32, TG_EDTYPE, "%s: pivots should be a Tensor of scalar type "
+             "int32, found %s", fn, tg_dtype_name(pivots->dtype));
+    const int64_t n = LU->shape[LU->ndim - 1];
+    bool same = pivots->ndim == LU->ndim - 1;
+    for (int i = 0; same && i < pivots->ndim; i++) same = pivots->shape[i] == LU->shape[i];
+    TG_CHECK(same, TG_ESHAPE, "%s: pivots must have LU's shape without its last dim (the "
+             "batch dims and the number of pivots per batch, %lld)", fn, (long long)n);
+    const int64_t rows = B->shape[B->ndim - (left ? 2 : 1)];
+    TG_CHECK(rows == n, TG_ESHAPE, "%s: Incompatible shapes of A and B for the equation %s "
+             "(%lldx%lld and %lldx%lld)", fn, left ? "AX = B" : "XA = B", (long long)n,
+             (long long)n, (long long)B->shape[B->ndim - 2], (long long)B->shape[B->ndim - 1]);
+    int bn = 0;
+    int64_t bshape[TG_MAX_DIMS + 2];
+    TG_TRY(tg__la_broadcast(fn, LU->ndim - 2, LU->shape, B->ndim - 2, B->shape, &bn, bshape));
+    tg_tensor *P = NULL, *lut = NULL, *t[3] = {NULL, NULL, NULL};
+    int *pv = tg__la_gather(pivots, LU->ndim - 2, LU->shape, 1, TG_I32);
+    int rc = pv ? TG_OK : TG_ENOMEM;
+    if (rc == TG_OK) rc = perm_matrices(fn, LU->dtype, LU->ndim, LU->shape, pv, &P);
+    tg__work_free(pv);
+    if (rc < 0) return rc;
+    tg_tensor *x = NULL;
+    tg__lib_enter();
+    /* in LU's dtype: autocast off inside (matmul would take f32 to bf16) */
+    const bool suspended = tg__autocast_suspend(true);
+    TG_TRY_GOTO(tg__la_mT(&lut, LU));
+    if (left && !adjoint) {
+        TG_TRY_GOTO(tg__la_mT(&t[0], P));
+        TG_TRY_GOTO(tg_matmul(&t[1], t[0], B));
+        TG_TRY_GOTO(tg_linalg_solve_triangular(&t[2], LU, t[1], false, true, true));
+        TG_TRY_GOTO(tg_linalg_solve_triangular(&x, LU, t[2], true, true, false));
+    } else if (left) {
+        TG_TRY_GOTO(tg_linalg_solve_triangular(&t[0], lut, B, false, true, false));
+        TG_TRY_GOTO(tg_linalg_solve_triangular(&t[1], lut, t[0], true, true, true));
+        TG_TRY_GOTO(tg_matmul(&x, P, t[1]));
+    } else if (!adjoint) {
+        TG_TRY_GOTO(tg_linalg_solve_triangular(&t[0], LU, B, true, false, false));
+        TG_TRY_GOTO(tg_linalg_solve_triangular(&t[1], LU, t[0], false, false, true));
+        TG_TRY_GOTO(tg__la_mT(&t[2], P));
+        TG_TRY_GOTO(tg_matmul(&x, t[1], t[2]));
+    } else {
+        TG_TRY_GOTO(tg_matmul(&t[0], B, P));
+        TG_TRY_GOTO(tg_linalg_solve_triangular(&t[1], lut, t[0], true, false, true));
+        TG_TRY_GOTO(tg_linalg_solve_triangular(&x, lut, t[1], false, false, false));
+    }
+done:
+    tg_tensor_release(P);
+    tg_tensor_release(lut);
+    for (int i = 0; i < 3; i++) tg_tensor_release(t[i]);
+    tg__autocast_suspend(suspended);
+    tg__lib_leave();
+    if (rc < 0) {
+        tg_tensor_release(x);
+        return rc;
+    }
+    *out = x;
+    return tg__scope_capture(out, rc);
+}
