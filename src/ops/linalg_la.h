@@ -58,7 +58,10 @@ int tg__linalg_inv_unchecked(tg_tensor **out, tg_tensor *A);
  * range, 64-byte aligned).  one returns TG_OK or a negative status with its
  * message set (tg__error); a range stops at its first failure, and the
  * error returned is that of the lowest failing b, whatever the thread
- * count (its message restored on this thread). */
+ * count (its message restored on this thread).  A batch of one large
+ * matrix keeps OpenBLAS on one thread as well: its pool's workers would
+ * spin next to tapegrad's (src/core/blas.c), and on two cores its
+ * threaded getrf and potrf did not beat the single-threaded ones. */
 int tg__la_batch(int64_t count, double cost, size_t ws_bytes,
                  int (*one)(void *job, int64_t b, void *ws), void *job);
 
