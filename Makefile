@@ -133,6 +133,7 @@ bench: deps torch-deps
 	/usr/bin/python3 bench/rows.py --build $(REL_BUILD) --rounds 3
 	/usr/bin/python3 bench/pointwise.py --build $(REL_BUILD) --rounds 3
 	/usr/bin/python3 bench/ctc.py --build $(REL_BUILD) --rounds 3
+	/usr/bin/python3 bench/linalg.py --build $(REL_BUILD) --rounds 3
 
 goldens: torch-deps
 	/usr/bin/python3 scripts/make_goldens.py

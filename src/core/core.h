@@ -325,6 +325,12 @@ void tg__blas_trsm_left(tg_dtype dt, bool upper, bool unit, int n, int nrhs, con
                         void *b);
 int tg__lapack_svd(tg_dtype dt, int m, int n, void *a, bool full, void *s, void *u, void *vh);
 int tg__lapack_syevd(tg_dtype dt, int n, void *a, void *w, bool lower);
+/* syevd's work sizes for an n x n matrix (*lwork elements of dt, *liwork
+ * ints, each at least 1), and tg__lapack_syevd with the caller's work of
+ * those sizes: a batch allocates it once. */
+void tg__lapack_syevd_query(tg_dtype dt, int n, bool lower, int *lwork, int *liwork);
+int tg__lapack_syevd_work(tg_dtype dt, int n, void *a, void *w, bool lower, void *work, int lwork,
+                          int *iwork, int liwork);
 int tg__lapack_geqrf(tg_dtype dt, int m, int n, void *a, void *tau);
 int tg__lapack_orgqr(tg_dtype dt, int m, int n, int k, void *a, void *tau);
 /* ---- AMX (src/core/amx.c), for every AMX kernel ---- */

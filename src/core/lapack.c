@@ -132,34 +132,51 @@ done:
     return rc;
 }
 
-int tg__lapack_syevd(tg_dtype dt, int n, void *a, void *w, bool lower)
+void tg__lapack_syevd_query(tg_dtype dt, int n, bool lower, int *lwork, int *liwork)
 {
-    const char jobz = 'V', uplo = lower ? 'U' : 'L';   /* row-major lower = column-major upper */
-    int info = 0, lwork = -1, liwork = -1, iq = 0;
-    if (n == 0) return TG_OK;
+    const char jobz = 'V', uplo = lower ? 'U' : 'L';
+    int info = 0, lw = -1, liw = -1, iq = 0;
     double q = 0;
     float qf = 0;
+    *lwork = *liwork = 1;
+    if (n == 0) return;
     if (dt == TG_F64)
-        dsyevd_(&jobz, &uplo, &n, a, &n, w, &q, &lwork, &iq, &liwork, &info, 1, 1);
+        dsyevd_(&jobz, &uplo, &n, NULL, &n, NULL, &q, &lw, &iq, &liw, &info, 1, 1);
     else
-        ssyevd_(&jobz, &uplo, &n, a, &n, w, &qf, &lwork, &iq, &liwork, &info, 1, 1);
+        ssyevd_(&jobz, &uplo, &n, NULL, &n, NULL, &qf, &lw, &iq, &liw, &info, 1, 1);
     TG_ASSERT(info == 0);
-    lwork = dt == TG_F64 ? (int)q : (int)qf;
-    liwork = iq;
+    lw = dt == TG_F64 ? (int)q : (int)qf;
+    *lwork = lw > 1 ? lw : 1;
+    *liwork = iq > 1 ? iq : 1;
+}
+
+int tg__lapack_syevd_work(tg_dtype dt, int n, void *a, void *w, bool lower, void *work, int lwork,
+                          int *iwork, int liwork)
+{
+    const char jobz = 'V', uplo = lower ? 'U' : 'L';   /* row-major lower = column-major upper */
+    int info = 0;
+    if (n == 0) return TG_OK;
+    if (dt == TG_F64)
+        dsyevd_(&jobz, &uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, &info, 1, 1);
+    else
+        ssyevd_(&jobz, &uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, &info, 1, 1);
+    TG_ASSERT(info >= 0);
+    if (info != 0)
+        return tg__error(TG_EUNSUPPORTED, "the symmetric eigensolver (syevd) did not "
+                         "converge (info=%d)", info);
+    return TG_OK;
+}
+
+int tg__lapack_syevd(tg_dtype dt, int n, void *a, void *w, bool lower)
+{
+    int lwork, liwork;
+    if (n == 0) return TG_OK;
+    tg__lapack_syevd_query(dt, n, lower, &lwork, &liwork);
     void *work = tg__malloc((size_t)lwork * tg_dtype_size(dt));
     int *iwork = tg__malloc((size_t)liwork * sizeof *iwork);
-    int rc = TG_OK;
-    if (!work || !iwork) {
-        rc = TG_ENOMEM;
-    } else {
-        if (dt == TG_F64)
-            dsyevd_(&jobz, &uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, &info, 1, 1);
-        else
-            ssyevd_(&jobz, &uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, &info, 1, 1);
-        if (info != 0)
-            rc = tg__error(TG_EUNSUPPORTED, "the symmetric eigensolver (syevd) did not "
-                           "converge (info=%d)", info);
-    }
+    const int rc = work && iwork ? tg__lapack_syevd_work(dt, n, a, w, lower, work, lwork, iwork,
+                                                         liwork)
+                                 : TG_ENOMEM;
     free(work);
     free(iwork);
     return rc;

@@ -28,64 +28,76 @@
 
 /* ---- det and slogdet ----------------------------------------------------- */
 
+/* The gathered batch of det_all and where its dets go. */
+typedef struct det_job {
+    tg_dtype dt;
+    int n;
+    bool slog;
+    char *a;
+    void *d;
+} det_job;
+
+/* Matrix b's det (slog: sign and log |det|); ws: the pivots. */
+static int det_one(void *job, int64_t b, void *ws)
+{
+    const det_job *j = job;
+    const tg_dtype dt = j->dt;
+    const int n = j->n;
+    const bool slog = j->slog;
+    void *d = j->d;
+    int *ipiv = ws;
+    char *lu = j->a + (size_t)b * (size_t)n * (size_t)n * tg_dtype_size(dt);
+    tg__lapack_getrf(dt, n, lu, ipiv);
+    const int s = tg__la_perm_sign(n, ipiv);
+    if (dt == TG_F64) {
+        const double *u = (const double *)(void *)lu;
+        double *o = d;
+        if (slog) {
+            double sg = s, la = 0;
+            for (int i = 0; i < n; i++) {
+                const double v = u[(size_t)i * (size_t)n + (size_t)i];
+                sg *= v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0;
+                la += log(fabs(v));
+            }
+            o[2 * b] = sg, o[2 * b + 1] = la;
+        } else {
+            double p = 1;
+            for (int i = 0; i < n; i++) p *= u[(size_t)i * (size_t)n + (size_t)i];
+            o[b] = p * s;
+        }
+    } else {
+        const float *u = (const float *)(void *)lu;
+        float *o = d;
+        if (slog) {
+            float sg = (float)s, la = 0;
+            for (int i = 0; i < n; i++) {
+                const float v = u[(size_t)i * (size_t)n + (size_t)i];
+                sg *= v > 0 ? 1.0f : v < 0 ? -1.0f : 0.0f;
+                la += logf(fabsf(v));
+            }
+            o[2 * b] = sg, o[2 * b + 1] = la;
+        } else {
+            float p = 1;
+            for (int i = 0; i < n; i++) p *= u[(size_t)i * (size_t)n + (size_t)i];
+            o[b] = p * (float)s;
+        }
+    }
+    return TG_OK;
+}
+
 /* Each matrix's det (slog: sign and log |det|, two values) into the
  * contiguous d. */
 static int det_all(const tg_tensor *A, bool slog, void *d)
 {
-    const tg_dtype dt = A->dtype;
-    const int bn = A->ndim - 2, n = (int)A->shape[bn];
-    const int64_t count = tg__la_count(bn, A->shape);
-    const size_t es = tg_dtype_size(dt);
-    char *a = tg__la_gather(A, bn, A->shape, 2, dt);
-    int *ipiv = tg__malloc((size_t)n * sizeof *ipiv + 1);
-    if (!a || !ipiv) {
-        tg__work_free(a);
-        free(ipiv);
-        return TG_ENOMEM;
-    }
-    const int saved = tg__blas_single_begin();
-    for (int64_t b = 0; b < count; b++) {
-        char *lu = a + (size_t)b * (size_t)n * (size_t)n * es;
-        tg__lapack_getrf(dt, n, lu, ipiv);
-        const int s = tg__la_perm_sign(n, ipiv);
-        if (dt == TG_F64) {
-            const double *u = (const double *)(void *)lu;
-            double *o = d;
-            if (slog) {
-                double sg = s, la = 0;
-                for (int i = 0; i < n; i++) {
-                    const double v = u[(size_t)i * (size_t)n + (size_t)i];
-                    sg *= v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0;
-                    la += log(fabs(v));
-                }
-                o[2 * b] = sg, o[2 * b + 1] = la;
-            } else {
-                double p = 1;
-                for (int i = 0; i < n; i++) p *= u[(size_t)i * (size_t)n + (size_t)i];
-                o[b] = p * s;
-            }
-        } else {
-            const float *u = (const float *)(void *)lu;
-            float *o = d;
-            if (slog) {
-                float sg = (float)s, la = 0;
-                for (int i = 0; i < n; i++) {
-                    const float v = u[(size_t)i * (size_t)n + (size_t)i];
-                    sg *= v > 0 ? 1.0f : v < 0 ? -1.0f : 0.0f;
-                    la += logf(fabsf(v));
-                }
-                o[2 * b] = sg, o[2 * b + 1] = la;
-            } else {
-                float p = 1;
-                for (int i = 0; i < n; i++) p *= u[(size_t)i * (size_t)n + (size_t)i];
-                o[b] = p * (float)s;
-            }
-        }
-    }
-    tg__blas_restore(saved);
-    tg__work_free(a);
-    free(ipiv);
-    return TG_OK;
+    const int bn = A->ndim - 2;
+    det_job j = {.dt = A->dtype, .n = (int)A->shape[bn], .slog = slog, .d = d};
+    j.a = tg__la_gather(A, bn, A->shape, 2, j.dt);
+    if (!j.a) return TG_ENOMEM;
+    const double n = j.n;
+    const int rc = tg__la_batch(tg__la_count(bn, A->shape), n * n * n, (size_t)j.n * sizeof(int),
+                                det_one, &j);
+    tg__work_free(j.a);
+    return rc;
 }
 
 static int det_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *in,

@@ -25,6 +25,29 @@ typedef struct eigh_params {
     bool upper;   /* read A's upper triangle (torch's UPLO='U') */
 } eigh_params;
 
+/* The gathered batch of eigh_forward and its packed output. */
+typedef struct eigh_job {
+    tg_dtype dt;
+    int n, lwork, liwork;   /* syevd's work sizes */
+    bool lower;
+    char *a, *y;
+} eigh_job;
+
+/* Matrix b: its eigenvalues, then Q, into y's row block b; ws: syevd's
+ * work (lwork elements) then its iwork (liwork ints). */
+static int eigh_one(void *job, int64_t b, void *ws)
+{
+    const eigh_job *j = job;
+    const size_t es = tg_dtype_size(j->dt), nn = (size_t)j->n * (size_t)j->n;
+    char *m = j->a + (size_t)b * nn * es;
+    char *yb = j->y + (size_t)b * (nn + (size_t)j->n) * es;
+    TG_TRY(tg__lapack_syevd_work(j->dt, j->n, m, yb, j->lower, ws, j->lwork,
+                                 (int *)(void *)((char *)ws + (size_t)j->lwork * es), j->liwork));
+    /* the eigenvectors are m's rows: Q = their transpose */
+    tg__la_transpose(j->dt, j->n, j->n, m, yb + (size_t)j->n * es);
+    return TG_OK;
+}
+
 static int eigh_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *in,
                         const void *params)
 {
@@ -36,23 +59,18 @@ static int eigh_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const
     const tg_dtype dt = A->dtype;
     const int bn = A->ndim - 2, n = (int)A->shape[bn];
     const int64_t count = tg__la_count(bn, A->shape);
-    const size_t es = tg_dtype_size(dt), nn = (size_t)n * (size_t)n;
     int64_t shape[TG_MAX_DIMS];
     memcpy(shape, A->shape, sizeof shape);
     shape[bn] = n + 1;
     tg_tensor *y = tg__tensor_uninit(dt, A->ndim, shape);
     char *a = y ? tg__la_gather(A, bn, A->shape, 2, dt) : NULL;
     int rc = a ? TG_OK : TG_ENOMEM;
-    const int saved = tg__blas_single_begin();
-    for (int64_t b = 0; b < count && rc == TG_OK; b++) {
-        char *m = a + (size_t)b * nn * es;
-        char *yb = (char *)tg_tensor_data(y) + (size_t)b * (nn + (size_t)n) * es;
-        rc = tg__lapack_syevd(dt, n, m, yb, !(p && p->upper));
-        if (rc < 0) break;
-        /* the eigenvectors are m's rows: Q = their transpose */
-        tg__la_transpose(dt, n, n, m, yb + (size_t)n * es);
-    }
-    tg__blas_restore(saved);
+    eigh_job j = {.dt = dt, .n = n, .lower = !(p && p->upper), .a = a,
+                  .y = y ? tg_tensor_data(y) : NULL};
+    tg__lapack_syevd_query(dt, n, j.lower, &j.lwork, &j.liwork);
+    const size_t ws = (size_t)j.lwork * tg_dtype_size(dt) + (size_t)j.liwork * sizeof(int);
+    const double dn = n;
+    if (rc == TG_OK) rc = tg__la_batch(count, 9 * dn * dn * dn, ws, eigh_one, &j);
     tg__work_free(a);
     if (rc == TG_OK && ctx) rc = tg_op_ctx_save_output(ctx, y);
     if (rc < 0) {

@@ -1,6 +1,8 @@
 /* src/ops/linalg_la.c - the argument rules, batch broadcasting and buffers
  * that the square-matrix functions share (src/ops/linalg_la.h). */
 #include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ops/linalg_la.h"
@@ -112,6 +114,67 @@ int tg__la_perm_sign(int n, const int *ipiv)
     for (int i = 0; i < n; i++)
         if (ipiv[i] != i + 1) s = -s;
     return s;
+}
+
+/* A batch of tg__la_batch: its range bodies share the lowest failure. */
+typedef struct la_batch {
+    int (*one)(void *job, int64_t b, void *ws);
+    void *job;
+    size_t ws_bytes;
+    atomic_flag lock;      /* guards first, rc, msg */
+    atomic_llong first;    /* the lowest failing b so far (count: none) */
+    int rc;
+    char msg[512];         /* its message: tg_error_message is per thread */
+} la_batch;
+
+/* Records the failure of b (status rc, message set on this thread) unless
+ * a lower b failed already. */
+static void la_fail(la_batch *t, int64_t b, int rc)
+{
+    while (atomic_flag_test_and_set_explicit(&t->lock, memory_order_acquire)) {
+    }
+    if (b < atomic_load_explicit(&t->first, memory_order_relaxed)) {
+        snprintf(t->msg, sizeof t->msg, "%s", tg_error_message());
+        t->rc = rc;
+        atomic_store_explicit(&t->first, b, memory_order_relaxed);
+    }
+    atomic_flag_clear_explicit(&t->lock, memory_order_release);
+}
+
+static void la_range(void *ctx, int64_t lo, int64_t hi)
+{
+    la_batch *t = ctx;
+    void *ws = tg__work_alloc(t->ws_bytes ? t->ws_bytes : 1);
+    if (!ws) {
+        la_fail(t, lo, TG_ENOMEM);
+        return;
+    }
+    for (int64_t b = lo; b < hi; b++) {
+        /* a lower matrix failed: nothing here can be the first */
+        if (b > atomic_load_explicit(&t->first, memory_order_relaxed)) break;
+        const int rc = t->one(t->job, b, ws);
+        if (rc < 0) {
+            la_fail(t, b, rc);
+            break;
+        }
+    }
+    tg__work_free(ws);
+}
+
+int tg__la_batch(int64_t count, double cost, size_t ws_bytes,
+                 int (*one)(void *job, int64_t b, void *ws), void *job)
+{
+    if (count <= 0) return TG_OK;
+    la_batch t = {.one = one, .job = job, .ws_bytes = ws_bytes, .rc = TG_OK};
+    atomic_flag_clear(&t.lock);
+    atomic_init(&t.first, count);
+    /* Split when the batch is more than a few microseconds of work. */
+    const bool par = count >= 2 && (double)count * (cost > 1 ? cost : 1) >= 32768.0;
+    const int saved = tg__blas_single_begin();
+    tg__parallel_range(count, par, la_range, &t);
+    tg__blas_restore(saved);
+    if (atomic_load(&t.first) < count) return tg_error_set(t.rc, "%s", t.msg);
+    return TG_OK;
 }
 
 int tg__la_mT(tg_tensor **out, tg_tensor *a)

@@ -49,6 +49,22 @@ int tg__la_perm_sign(int n, const int *ipiv);
  * NaN for a singular A (slogdet's gradient; src/ops/linalg_lu.c). */
 int tg__linalg_inv_unchecked(tg_tensor **out, tg_tensor *A);
 
+/* Runs one(job, b, ws) for every matrix b in [0, count) of a batch, with
+ * OpenBLAS on one thread meanwhile: on tapegrad's pool in contiguous ranges
+ * of b (each range in order on one thread, so a matrix's LAPACK calls and
+ * results are those of a serial run) when the batch is worth splitting
+ * (count * cost, cost about one matrix's flops), else on this thread.  ws
+ * is the range's own work buffer of ws_bytes (tg__work_alloc'd once per
+ * range, 64-byte aligned).  one returns TG_OK or a negative status with its
+ * message set (tg__error); a range stops at its first failure, and the
+ * error returned is that of the lowest failing b, whatever the thread
+ * count (its message restored on this thread).  A batch of one large
+ * matrix keeps OpenBLAS on one thread as well: its pool's workers would
+ * spin next to tapegrad's (src/core/blas.c), and on two cores its
+ * threaded getrf and potrf did not beat the single-threaded ones. */
+int tg__la_batch(int64_t count, double cost, size_t ws_bytes,
+                 int (*one)(void *job, int64_t b, void *ws), void *job);
+
 /* The transposed dims -2, -1 of a (a view; differentiable). */
 int tg__la_mT(tg_tensor **out, tg_tensor *a);
 

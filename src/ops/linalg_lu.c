@@ -52,51 +52,48 @@ typedef struct lu_job {
     int64_t count;
 } lu_job;
 
-static int lu_solve_all(const lu_job *j)
+/* Matrix b of the batch; ws: the column-major right-hand sides (n * nrhs)
+ * then the pivots (n). */
+static int lu_solve_one(void *job, int64_t b, void *ws)
 {
+    const lu_job *j = job;
     const size_t es = tg_dtype_size(j->dt);
     const int n = j->n, k = j->nrhs;
-    int *ipiv = tg__malloc((size_t)n * sizeof *ipiv + 1);
-    char *w = tg__work_alloc((size_t)n * (size_t)k * es + 1);
-    int rc = TG_OK;
-    if (!ipiv || !w) {
-        rc = TG_ENOMEM;
-        goto done;
+    char *w = ws;
+    int *ipiv = (int *)(void *)(w + (size_t)n * (size_t)k * es);
+    char *lu = j->a + (size_t)b * (size_t)n * (size_t)n * es;
+    char *xb = j->x + (size_t)b * (size_t)n * (size_t)k * es;
+    const int info = tg__lapack_getrf(j->dt, n, lu, ipiv);
+    if (info > 0 && j->check) {
+        char note[48], rule[160];
+        if (j->identity)
+            snprintf(rule, sizeof rule, "The diagonal element %d is zero, the inversion "
+                     "could not be completed because the input matrix is singular.", info);
+        else
+            snprintf(rule, sizeof rule, "The solver failed because the input matrix is "
+                     "singular.");
+        return tg__error(TG_EINVAL, "%s:%s %s", j->fn,
+                         batch_note(j->batched, b, note, sizeof note), rule);
     }
-    const int saved = tg__blas_single_begin();
-    for (int64_t b = 0; b < j->count && rc == TG_OK; b++) {
-        char *lu = j->a + (size_t)b * (size_t)n * (size_t)n * es;
-        char *xb = j->x + (size_t)b * (size_t)n * (size_t)k * es;
-        const int info = tg__lapack_getrf(j->dt, n, lu, ipiv);
-        if (info > 0 && j->check) {
-            char note[48], rule[160];
-            if (j->identity)
-                snprintf(rule, sizeof rule, "The diagonal element %d is zero, the inversion "
-                         "could not be completed because the input matrix is singular.", info);
-            else
-                snprintf(rule, sizeof rule, "The solver failed because the input matrix is "
-                         "singular.");
-            rc = tg__error(TG_EINVAL, "%s:%s %s", j->fn, batch_note(j->batched, b, note,
-                                                                     sizeof note), rule);
-            break;
+    if (j->identity) {
+        memset(w, 0, (size_t)n * (size_t)k * es);
+        for (int i = 0; i < n; i++) {
+            if (j->dt == TG_F64) ((double *)(void *)w)[(size_t)i * (size_t)n + (size_t)i] = 1;
+            else ((float *)(void *)w)[(size_t)i * (size_t)n + (size_t)i] = 1;
         }
-        if (j->identity) {
-            memset(w, 0, (size_t)n * (size_t)k * es);
-            for (int i = 0; i < n; i++) {
-                if (j->dt == TG_F64) ((double *)(void *)w)[(size_t)i * (size_t)n + (size_t)i] = 1;
-                else ((float *)(void *)w)[(size_t)i * (size_t)n + (size_t)i] = 1;
-            }
-        } else {   /* B's matrix (n, k) into column-major order */
-            tg__la_transpose(j->dt, n, k, j->b + (size_t)b * (size_t)n * (size_t)k * es, w);
-        }
-        tg__lapack_getrs_t(j->dt, n, k, lu, ipiv, w);
-        tg__la_transpose(j->dt, k, n, w, xb);
+    } else {   /* B's matrix (n, k) into column-major order */
+        tg__la_transpose(j->dt, n, k, j->b + (size_t)b * (size_t)n * (size_t)k * es, w);
     }
-    tg__blas_restore(saved);
-done:
-    free(ipiv);
-    tg__work_free(w);
-    return rc;
+    tg__lapack_getrs_t(j->dt, n, k, lu, ipiv, w);
+    tg__la_transpose(j->dt, k, n, w, xb);
+    return TG_OK;
+}
+
+static int lu_solve_all(lu_job *j)
+{
+    const size_t es = tg_dtype_size(j->dt), n = (size_t)j->n, k = (size_t)j->nrhs;
+    const double cost = (double)n * (double)n * ((double)n + 2.0 * (double)k);
+    return tg__la_batch(j->count, cost, n * k * es + n * sizeof(int), lu_solve_one, j);
 }
 
 /* ---- inv ----------------------------------------------------------------- */

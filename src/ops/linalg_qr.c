@@ -73,6 +73,25 @@ static int qr_one(tg_dtype dt, const qr_dims *d, const void *a, void *q, void *r
 }
 #undef QR_ONE
 
+/* The gathered batch of qr_forward and its packed output. */
+typedef struct qr_job {
+    tg_dtype dt;
+    const qr_dims *d;
+    int64_t per, wide;
+    char *a, *y;
+} qr_job;
+
+/* Matrix b into y's row block b; ws: qr_one's w then tau. */
+static int qr_job_one(void *job, int64_t b, void *ws)
+{
+    const qr_job *j = job;
+    const qr_dims *d = j->d;
+    const size_t es = tg_dtype_size(j->dt);
+    char *yb = j->y + (size_t)(b * j->per) * es;
+    return qr_one(j->dt, d, j->a + (size_t)(b * d->m * d->n) * es, yb,
+                  yb + (size_t)(d->m * d->mq) * es, ws, (char *)ws + (size_t)(d->m * j->wide) * es);
+}
+
 static int qr_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *in,
                       const void *params)
 {
@@ -92,22 +111,18 @@ static int qr_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *
     const int64_t wide = d.n > d.mq ? d.n : d.mq;
     tg_tensor *y = tg__tensor_empty(dt, bn + 1, shape);
     char *a = y ? tg__la_gather(A, bn, A->shape, 2, dt) : NULL;
-    void *w = a ? tg__work_alloc((size_t)(d.m * wide + d.k + 1) * es) : NULL;
-    int rc = w ? TG_OK : TG_ENOMEM;
-    const int saved = tg__blas_single_begin();
-    for (int64_t b = 0; b < count && rc == TG_OK && d.m > 0 && d.n > 0; b++) {
-        char *yb = (char *)tg_tensor_data(y) + (size_t)(b * per) * es;
-        rc = qr_one(dt, &d, a + (size_t)(b * d.m * d.n) * es, yb, yb + (size_t)(d.m * d.mq) * es,
-                    w, (char *)w + (size_t)(d.m * wide) * es);
-    }
-    tg__blas_restore(saved);
+    int rc = a ? TG_OK : TG_ENOMEM;
+    qr_job j = {.dt = dt, .d = &d, .per = per, .wide = wide, .a = a,
+                .y = y ? tg_tensor_data(y) : NULL};
+    const double cost = 4.0 * (double)d.m * (double)d.n * (double)(d.k ? d.k : 1);
+    if (rc == TG_OK && d.m > 0 && d.n > 0)
+        rc = tg__la_batch(count, cost, (size_t)(d.m * wide + d.k + 1) * es, qr_job_one, &j);
     if (rc == TG_OK && d.mq > 0 && (d.m == 0 || d.n == 0)) {   /* Q's columns: the identity's */
         for (int64_t b = 0; b < count; b++)
             for (int64_t i = 0; i < d.m && i < d.mq; i++)
                 tg_dtype_store(dt, tg_tensor_data(y), b * per + i * d.mq + i, 1);
     }
     tg__work_free(a);
-    tg__work_free(w);
     if (rc == TG_OK && ctx) rc = tg__ctx_save(ctx, A);
     if (rc >= 0 && ctx) rc = tg_op_ctx_save_output(ctx, y);
     if (rc < 0) {

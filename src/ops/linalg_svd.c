@@ -42,6 +42,28 @@ static svd_dims dims_of(int64_t m, int64_t n, bool full)
     return (svd_dims){.m = m, .n = n, .k = k, .mu = full ? m : k, .nv = full ? n : k};
 }
 
+/* The gathered batch of svd_forward and its packed output. */
+typedef struct svd_job {
+    tg_dtype dt;
+    const svd_dims *d;
+    bool full;
+    int64_t per;
+    char *a, *y;
+} svd_job;
+
+/* Matrix b: U, S, Vh into y's row block b. */
+static int svd_one(void *job, int64_t b, void *ws)
+{
+    (void)ws;
+    const svd_job *j = job;
+    const svd_dims *d = j->d;
+    const size_t es = tg_dtype_size(j->dt), mn = (size_t)(d->m * d->n);
+    char *yb = j->y + (size_t)(b * j->per) * es;
+    char *u = yb, *s = u + (size_t)(d->m * d->mu) * es, *vh = s + (size_t)d->k * es;
+    return tg__lapack_svd(j->dt, (int)d->m, (int)d->n, j->a + (size_t)b * mn * es, j->full, s,
+                          u, vh);
+}
+
 static int svd_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *in,
                        const void *params)
 {
@@ -55,20 +77,17 @@ static int svd_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const 
     const int bn = A->ndim - 2;
     const svd_dims d = dims_of(A->shape[bn], A->shape[bn + 1], full);
     const int64_t count = tg__la_count(bn, A->shape), per = d.m * d.mu + d.k + d.nv * d.n;
-    const size_t es = tg_dtype_size(dt), mn = (size_t)(d.m * d.n);
+    const size_t es = tg_dtype_size(dt);
     int64_t shape[TG_MAX_DIMS];
     memcpy(shape, A->shape, sizeof shape);
     shape[bn] = per;
     tg_tensor *y = tg__tensor_empty(dt, bn + 1, shape);
     char *a = y ? tg__la_gather(A, bn, A->shape, 2, dt) : NULL;
     int rc = a ? TG_OK : TG_ENOMEM;
-    const int saved = tg__blas_single_begin();
-    for (int64_t b = 0; b < count && rc == TG_OK; b++) {
-        char *yb = (char *)tg_tensor_data(y) + (size_t)(b * per) * es;
-        char *u = yb, *s = u + (size_t)(d.m * d.mu) * es, *vh = s + (size_t)d.k * es;
-        rc = tg__lapack_svd(dt, (int)d.m, (int)d.n, a + (size_t)b * mn * es, full, s, u, vh);
-    }
-    tg__blas_restore(saved);
+    svd_job j = {.dt = dt, .d = &d, .full = full, .per = per, .a = a,
+                 .y = y ? tg_tensor_data(y) : NULL};
+    const double cost = 4.0 * (double)d.m * (double)d.n * (double)(d.k ? d.k : 1);
+    if (rc == TG_OK) rc = tg__la_batch(count, 3 * cost, 0, svd_one, &j);
     tg__work_free(a);
     if (rc == TG_OK && full && d.k == 0) {   /* no gesdd: U or Vh, first, is the identity */
         const int64_t side = d.m > d.n ? d.m : d.n;

@@ -27,6 +27,36 @@
 
 /* ---- cholesky ------------------------------------------------------------ */
 
+/* The gathered batch of chol_forward, factored in place. */
+typedef struct chol_job {
+    tg_dtype dt;
+    int n;
+    bool batched;
+    char *a;
+} chol_job;
+
+/* Matrix b's lower factor, its strictly upper triangle zeroed. */
+static int chol_one(void *job, int64_t b, void *ws)
+{
+    (void)ws;
+    static const char fn[] = "linalg.cholesky";
+    const chol_job *j = job;
+    const int n = j->n;
+    const size_t es = tg_dtype_size(j->dt);
+    char *m = j->a + (size_t)b * (size_t)n * (size_t)n * es;
+    const int info = tg__lapack_potrf_lower(j->dt, n, m);
+    if (info > 0) {
+        char note[48] = "";
+        if (j->batched) snprintf(note, sizeof note, " (Batch element %lld):", (long long)b);
+        return tg__error(TG_EINVAL, "%s:%s The factorization could not be completed because "
+                         "the input is not positive-definite (the leading minor of order %d "
+                         "is not positive-definite).", fn, note, info);
+    }
+    for (int i = 0; i < n; i++)   /* the strictly upper triangle to zero */
+        memset(m + ((size_t)i * (size_t)n + (size_t)i + 1) * es, 0, (size_t)(n - 1 - i) * es);
+    return TG_OK;
+}
+
 static int chol_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *in,
                         const void *params)
 {
@@ -42,23 +72,9 @@ static int chol_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const
     tg_tensor *L = tg__tensor_uninit(dt, A->ndim, A->shape);
     char *a = L ? tg__la_gather(A, bn, A->shape, 2, dt) : NULL;
     int rc = a ? TG_OK : TG_ENOMEM;
-    const int saved = tg__blas_single_begin();
-    for (int64_t b = 0; b < count && rc == TG_OK; b++) {
-        char *m = a + (size_t)b * nn * es;
-        const int info = tg__lapack_potrf_lower(dt, n, m);
-        if (info > 0) {
-            char note[48] = "";
-            if (bn > 0) snprintf(note, sizeof note, " (Batch element %lld):", (long long)b);
-            rc = tg__error(TG_EINVAL, "%s:%s The factorization could not be completed because "
-                           "the input is not positive-definite (the leading minor of order %d "
-                           "is not positive-definite).", fn, note, info);
-            break;
-        }
-        for (int i = 0; i < n; i++)   /* the strictly upper triangle to zero */
-            memset(m + ((size_t)i * (size_t)n + (size_t)i + 1) * es, 0,
-                   (size_t)(n - 1 - i) * es);
-    }
-    tg__blas_restore(saved);
+    chol_job j = {.dt = dt, .n = n, .batched = bn > 0, .a = a};
+    const double dn = n;
+    if (rc == TG_OK) rc = tg__la_batch(count, dn * dn * dn / 3, 0, chol_one, &j);
     if (rc == TG_OK) memcpy(tg_tensor_data(L), a, (size_t)count * nn * es);
     tg__work_free(a);
     if (rc == TG_OK && ctx) rc = tg_op_ctx_save_output(ctx, L);
@@ -106,6 +122,25 @@ typedef struct tri_params {
     bool upper, unit;
 } tri_params;
 
+/* The gathered batch of tri_forward: A's matrices, X = B on entry. */
+typedef struct tri_job {
+    tg_dtype dt;
+    bool upper, unit;
+    int n, k;
+    const char *a;
+    char *x;
+} tri_job;
+
+static int tri_one(void *job, int64_t i, void *ws)
+{
+    (void)ws;
+    const tri_job *j = job;
+    const size_t es = tg_dtype_size(j->dt), nn = (size_t)j->n * (size_t)j->n;
+    tg__blas_trsm_left(j->dt, j->upper, j->unit, j->n, j->k, j->a + (size_t)i * nn * es,
+                       j->x + (size_t)i * (size_t)j->n * (size_t)j->k * es);
+    return TG_OK;
+}
+
 static int tri_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *in,
                        const void *params)
 {
@@ -142,11 +177,8 @@ static int tri_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const 
     if (rc == TG_OK) {
         char *x = tg_tensor_data(X);
         memcpy(x, b, (size_t)count * nk * es);
-        const int saved = tg__blas_single_begin();
-        for (int64_t i = 0; i < count; i++)
-            tg__blas_trsm_left(dt, upper, unit, n, k, a + (size_t)i * nn * es,
-                               x + (size_t)i * nk * es);
-        tg__blas_restore(saved);
+        tri_job j = {.dt = dt, .upper = upper, .unit = unit, .n = n, .k = k, .a = a, .x = x};
+        rc = tg__la_batch(count, (double)nn * (double)k, 0, tri_one, &j);
     }
     tg__work_free(a);
     tg__work_free(b);
