@@ -1,5 +1,6 @@
-/* src/ops/linalg_la.c - the argument rules, batch broadcasting and buffers
- * that the square-matrix functions share (src/ops/linalg_la.h). */
+/* src/ops/linalg_la.c - the argument rules, batch broadcasting, buffers,
+ * batch runner and solve backward that the square-matrix functions share
+ * (src/ops/linalg_la.h). */
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -208,4 +209,46 @@ int tg__la_capture3(tg_tensor **o[3], tg_tensor *v[3], int rc)
     }
     *oo[0] = a, *oo[1] = b, *oo[2] = c;
     return TG_OK;
+}
+
+int tg__la_solve_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, bool vec,
+                          tg__la_solve_t_fn solve_t, tg__la_mask_fn mask, const void *arg)
+{
+    const tg_meta *ma = tg__ctx_input_meta(ctx, 0), *mb = tg__ctx_input_meta(ctx, 1);
+    tg_tensor *A, *x = NULL, *at = NULL, *gb = NULL, *p = NULL, *q = NULL, *r = NULL,
+              *n = NULL, *m = NULL;
+    int rc;
+    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &A));
+    TG_TRY_GOTO(tg__ctx_saved_output(ctx, 1, &x));
+    TG_TRY_GOTO(tg__la_mT(&at, A));
+    TG_TRY_GOTO(solve_t(&gb, at, g, arg));
+    if (tg__ctx_needs_grad(ctx, 0)) {
+        if (vec) {   /* the outer product dB x^T */
+            TG_TRY_GOTO(tg_unsqueeze(&p, gb, -1));
+            TG_TRY_GOTO(tg_unsqueeze(&q, x, -2));
+            TG_TRY_GOTO(tg_matmul(&r, p, q));
+        } else {
+            TG_TRY_GOTO(tg__la_mT(&q, x));
+            TG_TRY_GOTO(tg_matmul(&r, gb, q));
+        }
+        TG_TRY_GOTO(tg_neg(&n, r));
+        if (mask) TG_TRY_GOTO(mask(&m, n, arg));
+        TG_TRY_GOTO(tg_sum_to_shape(&gi[0], m ? m : n, ma->ndim, ma->shape));
+    }
+    if (tg__ctx_needs_grad(ctx, 1)) TG_TRY_GOTO(tg_sum_to_shape(&gi[1], gb, mb->ndim, mb->shape));
+done:
+    tg_tensor_release(x);
+    tg_tensor_release(at);
+    tg_tensor_release(gb);
+    tg_tensor_release(p);
+    tg_tensor_release(q);
+    tg_tensor_release(r);
+    tg_tensor_release(n);
+    tg_tensor_release(m);
+    if (rc < 0)
+        for (int i = 0; i < 2; i++) {
+            tg_tensor_release(gi[i]);
+            gi[i] = NULL;
+        }
+    return rc;
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "core/core.h"
+#include "autograd/tape.h"
 
 /* A (fn's operand `what`, "A" or "B") is f32 or f64 with at least two dims;
  * square: its last two extents are equal.  torch's messages: TG_EDTYPE for
@@ -64,6 +65,17 @@ int tg__linalg_inv_unchecked(tg_tensor **out, tg_tensor *A);
  * threaded getrf and potrf did not beat the single-threaded ones. */
 int tg__la_batch(int64_t count, double cost, size_t ws_bytes,
                  int (*one)(void *job, int64_t b, void *ws), void *job);
+
+/* The backward of a solve X = A^-1 B whose op saved A (slot 0) and its
+ * output X (slot 1): dB = solve_t(A^T, g) (the solve of A^T: tg_linalg_solve,
+ * or solve_triangular on the other triangle), dA = -dB X^T (vec: B and X
+ * are vectors, -dB x^T), kept on A's triangle by mask when not NULL; each
+ * summed over the batch dims its operand was broadcast along, into gi[0]
+ * and gi[1] as the op's inputs need them.  arg goes to solve_t and mask. */
+typedef int (*tg__la_solve_t_fn)(tg_tensor **out, tg_tensor *at, tg_tensor *g, const void *arg);
+typedef int (*tg__la_mask_fn)(tg_tensor **out, tg_tensor *x, const void *arg);
+int tg__la_solve_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, bool vec,
+                          tg__la_solve_t_fn solve_t, tg__la_mask_fn mask, const void *arg);
 
 /* The transposed dims -2, -1 of a (a view; differentiable). */
 int tg__la_mT(tg_tensor **out, tg_tensor *a);

@@ -218,44 +218,18 @@ static int solve_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *cons
 }
 
 /* dB = solve(A^T, g); dA = -dB X^T (vectors: the outer product). */
+static int solve_t(tg_tensor **out, tg_tensor *at, tg_tensor *g, const void *arg)
+{
+    (void)arg;
+    return tg_linalg_solve(out, at, g);
+}
+
+/* dB = solve(A^T, g); dA = -dB X^T (vectors: the outer product). */
 static int solve_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    tg_tensor *A, *x = NULL, *at = NULL, *gb = NULL, *p = NULL, *q = NULL, *r = NULL;
     const tg_meta *ma = tg__ctx_input_meta(ctx, 0), *mb = tg__ctx_input_meta(ctx, 1);
     const bool vec = solve_vec(ma->ndim, ma->shape, mb->ndim, mb->shape);
-    int rc;
-    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &A));
-    TG_TRY_GOTO(tg__ctx_saved_output(ctx, 1, &x));
-    TG_TRY_GOTO(tg__la_mT(&at, A));
-    TG_TRY_GOTO(tg_linalg_solve(&gb, at, g));
-    if (tg__ctx_needs_grad(ctx, 0)) {
-        if (vec) {
-            TG_TRY_GOTO(tg_unsqueeze(&p, gb, -1));
-            TG_TRY_GOTO(tg_unsqueeze(&q, x, -2));
-            TG_TRY_GOTO(tg_matmul(&r, p, q));
-        } else {
-            TG_TRY_GOTO(tg__la_mT(&q, x));
-            TG_TRY_GOTO(tg_matmul(&r, gb, q));
-        }
-        tg_tensor_release(p);
-        p = NULL;
-        TG_TRY_GOTO(tg_neg(&p, r));
-        TG_TRY_GOTO(tg_sum_to_shape(&gi[0], p, ma->ndim, ma->shape));
-    }
-    if (tg__ctx_needs_grad(ctx, 1)) TG_TRY_GOTO(tg_sum_to_shape(&gi[1], gb, mb->ndim, mb->shape));
-done:
-    tg_tensor_release(x);
-    tg_tensor_release(at);
-    tg_tensor_release(gb);
-    tg_tensor_release(p);
-    tg_tensor_release(q);
-    tg_tensor_release(r);
-    if (rc < 0)
-        for (int i = 0; i < 2; i++) {
-            tg_tensor_release(gi[i]);
-            gi[i] = NULL;
-        }
-    return rc;
+    return tg__la_solve_backward(ctx, g, gi, vec, solve_t, NULL, NULL);
 }
 
 /* FP32: torch's CPU autocast lists linalg_solve with the ops that run in

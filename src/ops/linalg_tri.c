@@ -192,40 +192,24 @@ static int tri_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const 
     return TG_OK;
 }
 
+/* solve_triangular of A^T (the other triangle) against g. */
+static int tri_solve_t(tg_tensor **out, tg_tensor *at, tg_tensor *g, const void *arg)
+{
+    const tri_params *p = arg;
+    return tg_linalg_solve_triangular(out, at, g, !p->upper, true, p->unit);
+}
+
+/* x on A's triangle, strictly when unitriangular (its diagonal is not read). */
+static int tri_mask(tg_tensor **out, tg_tensor *x, const void *arg)
+{
+    const tri_params *p = arg;
+    return p->upper ? tg_triu(out, x, p->unit ? 1 : 0) : tg_tril(out, x, p->unit ? -1 : 0);
+}
+
 static int tri_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
-    const tri_params *p = tg__ctx_params(ctx);
-    const tg_meta *ma = tg__ctx_input_meta(ctx, 0), *mb = tg__ctx_input_meta(ctx, 1);
-    tg_tensor *A, *x = NULL, *at = NULL, *gb = NULL, *xt = NULL, *r = NULL, *q = NULL,
-                  *m = NULL;
-    int rc;
-    TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &A));
-    TG_TRY_GOTO(tg__ctx_saved_output(ctx, 1, &x));
-    TG_TRY_GOTO(tg__la_mT(&at, A));
-    TG_TRY_GOTO(tg_linalg_solve_triangular(&gb, at, g, !p->upper, true, p->unit));
-    if (tg__ctx_needs_grad(ctx, 0)) {
-        TG_TRY_GOTO(tg__la_mT(&xt, x));
-        TG_TRY_GOTO(tg_matmul(&r, gb, xt));
-        TG_TRY_GOTO(tg_neg(&q, r));
-        if (p->upper) TG_TRY_GOTO(tg_triu(&m, q, p->unit ? 1 : 0));
-        else TG_TRY_GOTO(tg_tril(&m, q, p->unit ? -1 : 0));
-        TG_TRY_GOTO(tg_sum_to_shape(&gi[0], m, ma->ndim, ma->shape));
-    }
-    if (tg__ctx_needs_grad(ctx, 1)) TG_TRY_GOTO(tg_sum_to_shape(&gi[1], gb, mb->ndim, mb->shape));
-done:
-    tg_tensor_release(x);
-    tg_tensor_release(at);
-    tg_tensor_release(gb);
-    tg_tensor_release(xt);
-    tg_tensor_release(r);
-    tg_tensor_release(q);
-    tg_tensor_release(m);
-    if (rc < 0)
-        for (int i = 0; i < 2; i++) {
-            tg_tensor_release(gi[i]);
-            gi[i] = NULL;
-        }
-    return rc;
+    return tg__la_solve_backward(ctx, g, gi, false, tri_solve_t, tri_mask,
+                                 tg__ctx_params(ctx));
 }
 
 /* KEEP: torch's CPU autocast lists no solve_triangular (and refuses a bf16
