@@ -111,13 +111,7 @@ static int det_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const 
     if (!d) return TG_ENOMEM;
     int rc = det_all(A, false, tg_tensor_data(d));
     if (rc == TG_OK && ctx) rc = tg__ctx_save(ctx, A);
-    if (rc == TG_OK && ctx) rc = tg_op_ctx_save_output(ctx, d);
-    if (rc < 0) {
-        tg_tensor_release(d);
-        return rc;
-    }
-    *out = d;
-    return TG_OK;
+    return tg__la_finish(ctx, rc, NULL, d, out);
 }
 
 /* v (...) as (..., 1, 1). */

@@ -72,13 +72,7 @@ static int eigh_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const
     const double dn = n;
     if (rc == TG_OK) rc = tg__la_batch(count, 9 * dn * dn * dn, ws, eigh_one, &j);
     tg__work_free(a);
-    if (rc == TG_OK && ctx) rc = tg_op_ctx_save_output(ctx, y);
-    if (rc < 0) {
-        tg_tensor_release(y);
-        return rc;
-    }
-    *out = y;
-    return TG_OK;
+    return tg__la_finish(ctx, rc, NULL, y, out);
 }
 
 /* Row 0 (L, squeezed to (..., n)) or rows 1.. (Q) of a packed tensor. */

@@ -211,6 +211,18 @@ int tg__la_capture3(tg_tensor **o[3], tg_tensor *v[3], int rc)
     return TG_OK;
 }
 
+int tg__la_finish(tg_ctx *ctx, int rc, tg_tensor *A, tg_tensor *y, tg_tensor **out)
+{
+    if (rc >= 0 && ctx && A) rc = tg__ctx_save(ctx, A);
+    if (rc >= 0 && ctx) rc = tg_op_ctx_save_output(ctx, y);
+    if (rc < 0) {
+        tg_tensor_release(y);
+        return rc;
+    }
+    *out = y;
+    return TG_OK;
+}
+
 int tg__la_solve_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, bool vec,
                           tg__la_solve_t_fn solve_t, tg__la_mask_fn mask, const void *arg)
 {

@@ -66,6 +66,12 @@ int tg__linalg_inv_unchecked(tg_tensor **out, tg_tensor *A);
 int tg__la_batch(int64_t count, double cost, size_t ws_bytes,
                  int (*one)(void *job, int64_t b, void *ws), void *job);
 
+/* The end of a forward that made y (a new reference): with rc >= 0 and a
+ * ctx, saves A (when not NULL, slot 0) and y as its output (the next
+ * slot), then *out = y; on any error y is released and *out untouched.
+ * Returns rc or the saving's status. */
+int tg__la_finish(tg_ctx *ctx, int rc, tg_tensor *A, tg_tensor *y, tg_tensor **out);
+
 /* The backward of a solve X = A^-1 B whose op saved A (slot 0) and its
  * output X (slot 1): dB = solve_t(A^T, g) (the solve of A^T: tg_linalg_solve,
  * or solve_triangular on the other triangle), dA = -dB X^T (vec: B and X

@@ -118,13 +118,7 @@ static int inv_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const 
         rc = lu_solve_all(&j);
     }
     tg__work_free(j.a);
-    if (rc == TG_OK && ctx) rc = tg_op_ctx_save_output(ctx, Y);
-    if (rc < 0) {
-        tg_tensor_release(Y);
-        return rc;
-    }
-    *out = Y;
-    return TG_OK;
+    return tg__la_finish(ctx, rc, NULL, Y, out);
 }
 
 /* dA = -Y^T g Y^T. */
@@ -207,14 +201,7 @@ static int solve_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *cons
     }
     tg__work_free(j.a);
     tg__work_free(j.b);
-    if (rc == TG_OK && ctx) rc = tg__ctx_save(ctx, A);
-    if (rc >= 0 && ctx) rc = tg_op_ctx_save_output(ctx, X);
-    if (rc < 0) {
-        tg_tensor_release(X);
-        return rc;
-    }
-    *out = X;
-    return TG_OK;
+    return tg__la_finish(ctx, rc, A, X, out);
 }
 
 /* dB = solve(A^T, g); dA = -dB X^T (vectors: the outer product). */

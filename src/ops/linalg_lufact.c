@@ -80,14 +80,7 @@ static int lufact_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *con
     if (rc == TG_OK)
         memcpy(tg_tensor_data(Y), a, (size_t)tg_tensor_numel(Y) * tg_dtype_size(A->dtype));
     tg__work_free(a);
-    if (rc == TG_OK && ctx) rc = tg__ctx_save(ctx, A);
-    if (rc >= 0 && ctx) rc = tg_op_ctx_save_output(ctx, Y);
-    if (rc < 0) {
-        tg_tensor_release(Y);
-        return rc;
-    }
-    *out = Y;
-    return TG_OK;
+    return tg__la_finish(ctx, rc, A, Y, out);
 }
 
 /* P (..., n, n) in dt with A = P L U from the 1-based pivots piv (count

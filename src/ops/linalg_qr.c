@@ -123,14 +123,7 @@ static int qr_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *
                 tg_dtype_store(dt, tg_tensor_data(y), b * per + i * d.mq + i, 1);
     }
     tg__work_free(a);
-    if (rc == TG_OK && ctx) rc = tg__ctx_save(ctx, A);
-    if (rc >= 0 && ctx) rc = tg_op_ctx_save_output(ctx, y);
-    if (rc < 0) {
-        tg_tensor_release(y);
-        return rc;
-    }
-    *out = y;
-    return TG_OK;
+    return tg__la_finish(ctx, rc, A, y, out);
 }
 
 /* Q (part 0) or R (1) of the packed y. */

@@ -98,13 +98,7 @@ static int svd_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const 
                    (size_t)(side * side) * es);
         tg_tensor_release(e);
     }
-    if (rc == TG_OK && ctx) rc = tg_op_ctx_save_output(ctx, y);
-    if (rc < 0) {
-        tg_tensor_release(y);
-        return rc;
-    }
-    *out = y;
-    return TG_OK;
+    return tg__la_finish(ctx, rc, NULL, y, out);
 }
 
 /* U (part 0), S (1) or Vh (2) of the packed y, whose batch dims are those

@@ -77,13 +77,7 @@ static int chol_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const
     if (rc == TG_OK) rc = tg__la_batch(count, dn * dn * dn / 3, 0, chol_one, &j);
     if (rc == TG_OK) memcpy(tg_tensor_data(L), a, (size_t)count * nn * es);
     tg__work_free(a);
-    if (rc == TG_OK && ctx) rc = tg_op_ctx_save_output(ctx, L);
-    if (rc < 0) {
-        tg_tensor_release(L);
-        return rc;
-    }
-    *out = L;
-    return TG_OK;
+    return tg__la_finish(ctx, rc, NULL, L, out);
 }
 
 static int chol_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
@@ -182,14 +176,7 @@ static int tri_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const 
     }
     tg__work_free(a);
     tg__work_free(b);
-    if (rc == TG_OK && ctx) rc = tg__ctx_save(ctx, A);
-    if (rc >= 0 && ctx) rc = tg_op_ctx_save_output(ctx, X);
-    if (rc < 0) {
-        tg_tensor_release(X);
-        return rc;
-    }
-    *out = X;
-    return TG_OK;
+    return tg__la_finish(ctx, rc, A, X, out);
 }
 
 /* solve_triangular of A^T (the other triangle) against g. */
