@@ -241,7 +241,8 @@ Test(linalg_rules, refusals_name_the_rule)
     tg_tensor *f32 = th_tensor_from(TG_F32, 2, (int64_t[]){2, 2}, sing);
     tg_tensor *i32 = th_tensor_from(TG_I32, 2, (int64_t[]){2, 2}, sing);
     tg_tensor *npd = th_tensor_from(TG_F64, 2, (int64_t[]){2, 2}, (double[]){1, 2, 2, 1});
-    tg_tensor *b3 = th_tensor_from(TG_F64, 3, (int64_t[]){3, 2, 2}, sing);
+    const double twelve[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    tg_tensor *b3 = th_tensor_from(TG_F64, 3, (int64_t[]){3, 2, 2}, twelve);
     th_expect_refused_clean(tg_linalg_inv(out_, a), TG_EINVAL,
                             "(Batch element 1): The diagonal element 2 is zero");
     th_expect_refused_clean(tg_linalg_solve(out_, a, vec), TG_EINVAL,
