@@ -19,7 +19,9 @@
 
 /* ---- matrix_norm --------------------------------------------------------- */
 
-typedef enum norm_ord { ORD_FRO, ORD_NUC, ORD_2, ORD_M2, ORD_1, ORD_M1, ORD_INF, ORD_MINF } norm_ord;
+typedef enum norm_ord {
+    ORD_FRO, ORD_NUC, ORD_2, ORD_M2, ORD_1, ORD_M1, ORD_INF, ORD_MINF
+} norm_ord;
 
 static int parse_ord(const char *ord, norm_ord *o)
 {
