@@ -264,6 +264,16 @@ Test(linalg_rules, refusals_name_the_rule)
     th_expect_refused_clean(tg_linalg_inv(out_, NULL), TG_EINVAL, "A is NULL");
     cr_assert(eq(int, tg_linalg_inv(NULL, a), TG_EINVAL));
     cr_assert(eq(int, tg_linalg_slogdet(NULL, NULL, a), TG_EINVAL));
+    /* one place for two results would lose one: refused, nothing written */
+    tg_tensor *same = NULL;
+    th_expect_refused(tg_linalg_svd(&same, NULL, &same, rect, false), TG_EINVAL,
+                      "U and Vh must be two different places", same);
+    th_expect_refused(tg_linalg_slogdet(&same, &same, a), TG_EINVAL,
+                      "sign and logabsdet must be two different places", same);
+    th_expect_refused(tg_linalg_lstsq(&same, &same, rect, rect, -1), TG_EINVAL,
+                      "solution and rank must be two different places", same);
+    th_expect_refused(tg_linalg_lu(NULL, &same, &same, a), TG_EINVAL,
+                      "L and U must be two different places", same);
     th_release_all(8, (tg_tensor *[]){a, rect, vec, v3, f32, i32, npd, b3});
 }
 

@@ -15,7 +15,8 @@
  * not square are TG_EINVAL, TG_EDTYPE or TG_ESHAPE with a message naming
  * the function, the operand and the rule; a singular matrix given to inv or
  * solve, or one that is not positive-definite given to cholesky, is
- * TG_EINVAL naming the batch element, as torch's errors.  On error *out is
+ * TG_EINVAL naming the batch element, as torch's errors; so are two
+ * out-pointers of one call that are the same place.  On error *out is
  * untouched.  Each result is a new reference that requires grad when an
  * input does.
  *

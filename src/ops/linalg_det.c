@@ -305,6 +305,8 @@ int tg_linalg_slogdet(tg_tensor **sign, tg_tensor **logabsdet, tg_tensor *A)
 {
     TG_CHECK(sign != NULL || logabsdet != NULL, TG_EINVAL,
              "linalg.slogdet: sign and logabsdet are both NULL");
+    TG_TRY(tg__la_distinct("linalg.slogdet", 2, (tg_tensor **const[]){sign, logabsdet},
+                           (const char *const[]){"sign", "logabsdet"}));
     tg__lib_enter();
     tg_tensor *d = NULL, *s = NULL, *l = NULL, *t = NULL, *u = NULL;
     int rc = tg_op_call(&slogdet_op, &d, 1, &A, NULL, 0);

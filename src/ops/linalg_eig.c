@@ -141,6 +141,8 @@ int tg_linalg_eigh(tg_tensor **eigenvalues, tg_tensor **eigenvectors, tg_tensor 
 {
     TG_CHECK(eigenvalues != NULL || eigenvectors != NULL, TG_EINVAL,
              "linalg.eigh: eigenvalues and eigenvectors are both NULL");
+    TG_TRY(tg__la_distinct("linalg.eigh", 2, (tg_tensor **const[]){eigenvalues, eigenvectors},
+                           (const char *const[]){"eigenvalues", "eigenvectors"}));
     const eigh_params p = {.upper = upper};
     tg__lib_enter();
     tg_tensor *y = NULL, *L = NULL, *Q = NULL;

@@ -47,6 +47,15 @@ int tg__la_same_dtype(const char *fn, const tg_tensor *A, const tg_tensor *B, bo
     return TG_OK;
 }
 
+int tg__la_distinct(const char *fn, int n, tg_tensor **const *outs, const char *const *names)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            TG_CHECK(!outs[i] || outs[i] != outs[j], TG_EINVAL,
+                     "%s: %s and %s must be two different places", fn, names[i], names[j]);
+    return TG_OK;
+}
+
 int tg__la_broadcast(const char *fn, int an, const int64_t *a, int bn, const int64_t *b,
                      int *on, int64_t *out)
 {

@@ -24,6 +24,12 @@ int tg__la_check(const char *fn, const char *what, const tg_tensor *A, bool squa
  * integer operands pass (the forward refuses them). */
 int tg__la_same_dtype(const char *fn, const tg_tensor *A, const tg_tensor *B, bool fp32_policy);
 
+/* The out-pointers of a function of several results (names[i] of outs[i];
+ * NULL ones are not wanted): two that are the same place would lose a
+ * result, so TG_EINVAL naming fn and them ("U and S must be two different
+ * places"), as sort's values and indices. */
+int tg__la_distinct(const char *fn, int n, tg_tensor **const *outs, const char *const *names);
+
 /* The broadcast of the batch dims a[0..an) and b[0..bn) into out (*on
  * dims), as torch's; TG_ESHAPE naming fn when two extents differ and
  * neither is 1. */

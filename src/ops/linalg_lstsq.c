@@ -60,6 +60,8 @@ int tg_linalg_lstsq(tg_tensor **solution, tg_tensor **rank, tg_tensor *A, tg_ten
     static const char fn[] = "torch.linalg.lstsq";
     TG_CHECK(solution != NULL || rank != NULL, TG_EINVAL, "%s: solution and rank are both NULL",
              fn);
+    TG_TRY(tg__la_distinct(fn, 2, (tg_tensor **const[]){solution, rank},
+                           (const char *const[]){"solution", "rank"}));
     TG_CHECK(A != NULL, TG_EINVAL, "%s: A is NULL", fn);
     TG_CHECK(B != NULL, TG_EINVAL, "%s: B is NULL", fn);
     tg_tensor *a = NULL, *b = NULL, *x = NULL, *r = NULL;

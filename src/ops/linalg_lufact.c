@@ -202,6 +202,8 @@ int tg_linalg_lu_factor(tg_tensor **LU, tg_tensor **pivots, tg_tensor *A)
 {
     TG_CHECK(LU != NULL || pivots != NULL, TG_EINVAL,
              "torch.linalg.lu_factor: LU and pivots are both NULL");
+    TG_TRY(tg__la_distinct("torch.linalg.lu_factor", 2, (tg_tensor **const[]){LU, pivots},
+                           (const char *const[]){"LU", "pivots"}));
     TG_TRY(tg__la_check("torch.linalg.lu_factor", "A", A, true));
     tg_tensor *lu = NULL, *piv = NULL;
     const lufact_params p = {.check = true};
@@ -217,6 +219,8 @@ int tg_linalg_lu(tg_tensor **P, tg_tensor **L, tg_tensor **U, tg_tensor *A)
 {
     TG_CHECK(P != NULL || L != NULL || U != NULL, TG_EINVAL,
              "torch.linalg.lu: P, L and U are all NULL");
+    TG_TRY(tg__la_distinct("torch.linalg.lu", 3, (tg_tensor **const[]){P, L, U},
+                           (const char *const[]){"P", "L", "U"}));
     TG_TRY(tg__la_check("torch.linalg.lu", "A", A, true));
     const int64_t n = A->shape[A->ndim - 1];
     tg_tensor *lu = NULL, *piv = NULL, *pm = NULL, *l = NULL, *u = NULL, *sl = NULL,

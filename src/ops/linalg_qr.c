@@ -236,6 +236,7 @@ int tg_linalg_qr(tg_tensor **Q, tg_tensor **R, tg_tensor *A, const char *mode)
 {
     static const char fn[] = "linalg.qr";
     TG_CHECK(Q != NULL || R != NULL, TG_EINVAL, "%s: Q and R are both NULL", fn);
+    TG_TRY(tg__la_distinct(fn, 2, (tg_tensor **const[]){Q, R}, (const char *const[]){"Q", "R"}));
     TG_CHECK(mode != NULL, TG_EINVAL, "%s: mode is NULL", fn);
     qr_params p;
     if (!strcmp(mode, "reduced")) p.mode = QR_REDUCED;

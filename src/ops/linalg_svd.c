@@ -274,6 +274,8 @@ int tg_linalg_svd(tg_tensor **U, tg_tensor **S, tg_tensor **Vh, tg_tensor *A, bo
 {
     TG_CHECK(U != NULL || S != NULL || Vh != NULL, TG_EINVAL,
              "linalg.svd: U, S and Vh are all NULL");
+    TG_TRY(tg__la_distinct("linalg.svd", 3, (tg_tensor **const[]){U, S, Vh},
+                           (const char *const[]){"U", "S", "Vh"}));
     TG_TRY(tg__la_check("linalg.svd", "A", A, false));
     const svd_params p = {.full = full_matrices};
     const svd_dims d = dims_of(tg_tensor_dim(A, -2), tg_tensor_dim(A, -1), full_matrices);
