@@ -79,7 +79,7 @@ Test(shape_more, every_case_matches_torch)
         tg_tensor *gs[MAX_IO];
         int nw = 0;
         for (int j = 0; j < count; j++) {
-            char k[8];
+            char k[16];
             snprintf(k, sizeof k, "in%d", j);
             const tg_tensor *t = th_golden_get(f, c, k);
             if (tg_dtype_is_float(tg_tensor_dtype(t))) in[j] = th_leaf_clone(t);
@@ -89,7 +89,7 @@ Test(shape_more, every_case_matches_torch)
         snprintf(what, sizeof what, "%s (%s)", c, meta(f, c, "op"));
         OK(run_case(f, c, in, count, ys));
         for (int j = 0; j < outs; j++) {
-            char k[8];
+            char k[16];
             snprintf(k, sizeof k, "y%d", j);
             th_expect_close(what, ys[j], th_golden_get(f, c, k), 0);
             snprintf(k, sizeof k, "g%d", j);
@@ -98,7 +98,7 @@ Test(shape_more, every_case_matches_torch)
         if (nw > 0 && tg_tensor_dtype(ys[0]) == TG_F64) {
             OK(tg_grad(d, outs, ys, gs, nw, wrt, NULL));
             for (int j = 0; j < nw; j++) {
-                char k[8], w2[192];
+                char k[16], w2[192];
                 snprintf(k, sizeof k, "d%d", j);
                 snprintf(w2, sizeof w2, "%s of %s", k, what);
                 /* sums of copies' gradients (tile, repeat_interleave) may
