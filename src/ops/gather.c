@@ -367,9 +367,8 @@ const tg_op_schema *const tg__gather_ops[] = {&gather_op, &scatter_add_op, &inde
 static_assert(sizeof tg__gather_ops / sizeof tg__gather_ops[0] == TG__gather_N,
               "src/ops/families.h must count the gather ops");
 
-/* The argument checks every entry point shares; dim normalised into *d. */
-static int public_args(const char *op, tg_tensor **out, const tg_tensor *x, int dim,
-                       const tg_tensor *idx, bool has_src, const tg_tensor *src, int *d)
+int tg__gather_public_args(const char *op, tg_tensor **out, const tg_tensor *x, int dim,
+                           const tg_tensor *idx, bool has_src, const tg_tensor *src, int *d)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
     TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
@@ -385,28 +384,28 @@ static int public_args(const char *op, tg_tensor **out, const tg_tensor *x, int 
 
 int tg_gather(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index)
 {
-    int d = 0;   /* set by public_args on success */
-    TG_TRY(public_args("gather", out, x, dim, index, false, NULL, &d));
+    int d = 0;   /* set by tg__gather_public_args on success */
+    TG_TRY(tg__gather_public_args("gather", out, x, dim, index, false, NULL, &d));
     return call(&gather_op, out, 2, x, d, index, NULL);
 }
 
 int tg_scatter_add(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index, tg_tensor *src)
 {
-    int d = 0;   /* set by public_args on success */
-    TG_TRY(public_args("scatter_add", out, x, dim, index, true, src, &d));
+    int d = 0;   /* set by tg__gather_public_args on success */
+    TG_TRY(tg__gather_public_args("scatter_add", out, x, dim, index, true, src, &d));
     return call(&scatter_add_op, out, 3, x, d, index, src);
 }
 
 int tg_index_select(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index)
 {
-    int d = 0;   /* set by public_args on success */
-    TG_TRY(public_args("index_select", out, x, dim, index, false, NULL, &d));
+    int d = 0;   /* set by tg__gather_public_args on success */
+    TG_TRY(tg__gather_public_args("index_select", out, x, dim, index, false, NULL, &d));
     return call(&index_select_op, out, 2, x, d, index, NULL);
 }
 
 int tg_index_add(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index, tg_tensor *src)
 {
-    int d = 0;   /* set by public_args on success */
-    TG_TRY(public_args("index_add", out, x, dim, index, true, src, &d));
+    int d = 0;   /* set by tg__gather_public_args on success */
+    TG_TRY(tg__gather_public_args("index_add", out, x, dim, index, true, src, &d));
     return call(&index_add_op, out, 3, x, d, index, src);
 }

@@ -130,4 +130,10 @@ static inline int tg__gather_shape(const tg_tensor *t, int64_t *shape)
     return t->ndim;
 }
 
+/* The NULL and dim checks of the entry points of gather, scatter_add,
+ * index_select, index_add, scatter and scatter_reduce (has_src: src must not
+ * be NULL); dim normalised into *d.  TG_EINVAL naming the argument. */
+int tg__gather_public_args(const char *op, tg_tensor **out, const tg_tensor *x, int dim,
+                           const tg_tensor *idx, bool has_src, const tg_tensor *src, int *d);
+
 #endif

@@ -27,6 +27,7 @@
 #include "autograd/tape.h"
 #include "core/core.h"
 #include "ops/families.h"
+#include "ops/gather_internal.h"
 #include "ops/scatter_internal.h"
 #include "tapegrad/ops.h"
 
@@ -254,34 +255,18 @@ const tg_op_schema *const tg__scatter_ops[] = {&scatter_op, &scatter_value_op};
 static_assert(sizeof tg__scatter_ops / sizeof tg__scatter_ops[0] == TG__scatter_N,
               "src/ops/families.h must count the scatter ops");
 
-/* The NULL and dim checks of the entry points; dim normalised into *d. */
-int tg__scatter_public_args(const char *op, tg_tensor **out, const tg_tensor *x, int dim,
-                            const tg_tensor *idx, bool has_src, const tg_tensor *src, int *d)
-{
-    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
-    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
-    TG_CHECK(idx != NULL, TG_EINVAL, "%s: index must not be NULL", op);
-    TG_CHECK(!has_src || src != NULL, TG_EINVAL, "%s: src must not be NULL", op);
-    const int span = x->ndim > 0 ? x->ndim : 1;
-    TG_CHECK(dim >= -span && dim < span, TG_EINVAL,
-             "%s: dim=%d is out of range for x with %d dims (expected [%d, %d])", op, dim,
-             x->ndim, -span, span - 1);
-    *d = dim < 0 ? dim + span : dim;
-    return TG_OK;
-}
-
 int tg_scatter(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index, tg_tensor *src)
 {
-    int d = 0;   /* set by tg__scatter_public_args on success */
-    TG_TRY(tg__scatter_public_args("scatter", out, x, dim, index, true, src, &d));
+    int d = 0;   /* set by tg__gather_public_args on success */
+    TG_TRY(tg__gather_public_args("scatter", out, x, dim, index, true, src, &d));
     tg__scatter_params p = {.dim = d};
     return tg_op_call(&scatter_op, out, 3, (tg_tensor *[]){x, index, src}, &p, sizeof p);
 }
 
 int tg_scatter_value(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index, double value)
 {
-    int d = 0;   /* set by tg__scatter_public_args on success */
-    TG_TRY(tg__scatter_public_args("scatter", out, x, dim, index, false, NULL, &d));
+    int d = 0;   /* set by tg__gather_public_args on success */
+    TG_TRY(tg__gather_public_args("scatter", out, x, dim, index, false, NULL, &d));
     TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE,
              "scatter: x has dtype %s; float dtypes only (f32, f64, f16, bf16)",
              tg_dtype_name(x->dtype));

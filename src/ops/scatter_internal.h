@@ -59,10 +59,6 @@ static inline int64_t tg__scatter_target(const tg__scatter_walk *w, int64_t obas
     return obase + w->v[p] * w->ostrides[w->dim];
 }
 
-/* The NULL and dim checks of the entry points (has_src: src must not be
- * NULL); dim normalised into *d.  TG_EINVAL naming the argument. */
-int tg__scatter_public_args(const char *op, tg_tensor **out, const tg_tensor *x, int dim,
-                            const tg_tensor *idx, bool has_src, const tg_tensor *src, int *d);
 /* tg_scatter_value through its schema (differentiable in x), dim already
  * normalised and the arguments checked: the backwards' masking of g. */
 int tg__scatter_value_call(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *idx, double v);

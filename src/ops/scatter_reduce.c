@@ -38,6 +38,7 @@
 #include "autograd/tape.h"
 #include "core/core.h"
 #include "ops/families.h"
+#include "ops/gather_internal.h"
 #include "ops/scatter_internal.h"
 #include "tapegrad/ops.h"
 
@@ -305,8 +306,8 @@ static_assert(sizeof tg__scatter_reduce_ops / sizeof tg__scatter_reduce_ops[0] =
 int tg_scatter_reduce(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index, tg_tensor *src,
                       tg_scatter_reduce_op reduce, bool include_self)
 {
-    int d = 0;   /* set by tg__scatter_public_args on success */
-    TG_TRY(tg__scatter_public_args("scatter_reduce", out, x, dim, index, true, src, &d));
+    int d = 0;   /* set by tg__gather_public_args on success */
+    TG_TRY(tg__gather_public_args("scatter_reduce", out, x, dim, index, true, src, &d));
     TG_CHECK((int)reduce >= 0 && (int)reduce < (int)(sizeof reduce_names / sizeof *reduce_names),
              TG_EINVAL,
              "scatter_reduce: reduce=%d must be one of TG_SCATTER_SUM, _PROD, _MEAN, _AMAX, "
