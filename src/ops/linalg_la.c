@@ -187,6 +187,26 @@ int tg__la_batch(int64_t count, double cost, size_t ws_bytes,
     return TG_OK;
 }
 
+int tg__la_part(tg_tensor *y, int64_t start, int64_t rows, int64_t cols, tg_tensor **out)
+{
+    const int nd = tg_tensor_ndim(y);
+    if (rows < 0) return tg_narrow(out, y, -1, start, cols);
+    int64_t shape[TG_MAX_DIMS];
+    memcpy(shape, tg_tensor_shape(y), (size_t)nd * sizeof *shape);
+    shape[nd - 1] = rows;
+    shape[nd] = cols;
+    tg_tensor *r = NULL;
+    int rc = tg_narrow(&r, y, -1, start, rows * cols);
+    if (rc >= 0) rc = tg_reshape(out, r, nd + 1, shape);
+    tg_tensor_release(r);
+    return rc;
+}
+
+void tg__la_release(tg_tensor **ts, int n)
+{
+    for (int i = 0; i < n; i++) tg_tensor_release(ts[i]);
+}
+
 int tg__la_mT(tg_tensor **out, tg_tensor *a)
 {
     return tg_transpose(out, a, -2, -1);

@@ -89,6 +89,14 @@ typedef int (*tg__la_mask_fn)(tg_tensor **out, tg_tensor *x, const void *arg);
 int tg__la_solve_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, bool vec,
                           tg__la_solve_t_fn solve_t, tg__la_mask_fn mask, const void *arg);
 
+/* A part of the packed result y of an op of several results: the elements
+ * [start, start + rows * cols) of y's last dim as a (..., rows, cols) view
+ * (rows < 0: the cols elements as they are, (..., cols)); differentiable. */
+int tg__la_part(tg_tensor *y, int64_t start, int64_t rows, int64_t cols, tg_tensor **out);
+
+/* Releases ts[0..n) (NULL entries too). */
+void tg__la_release(tg_tensor **ts, int n);
+
 /* The transposed dims -2, -1 of a (a view; differentiable). */
 int tg__la_mT(tg_tensor **out, tg_tensor *a);
 

@@ -129,22 +129,8 @@ static int qr_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *
 /* Q (part 0) or R (1) of the packed y. */
 static int unpack(tg_tensor *y, const qr_dims *d, int part, tg_tensor **out)
 {
-    const int nd = tg_tensor_ndim(y);
-    int64_t shape[TG_MAX_DIMS];
-    memcpy(shape, tg_tensor_shape(y), (size_t)nd * sizeof *shape);
-    tg_tensor *r = NULL;
-    int rc = tg_narrow(&r, y, -1, part == 0 ? 0 : d->m * d->mq,
-                       part == 0 ? d->m * d->mq : d->kr * d->n);
-    shape[nd - 1] = part == 0 ? d->m : d->kr;
-    shape[nd] = part == 0 ? d->mq : d->n;
-    if (rc >= 0) rc = tg_reshape(out, r, nd + 1, shape);
-    tg_tensor_release(r);
-    return rc;
-}
-
-static void release_all(tg_tensor **ts, int n)
-{
-    for (int i = 0; i < n; i++) tg_tensor_release(ts[i]);
+    return part == 0 ? tg__la_part(y, 0, d->m, d->mq, out)
+                     : tg__la_part(y, d->m * d->mq, d->kr, d->n, out);
 }
 
 /* tril(M) + tril(M, -1)^T. */
@@ -155,7 +141,7 @@ static int copyltu(tg_tensor *m, tg_tensor **out)
     if (rc >= 0) rc = tg_tril(&s, m, -1);
     if (rc >= 0) rc = tg__la_mT(&st, s);
     if (rc >= 0) rc = tg_add(out, l, st);
-    release_all((tg_tensor *[]){l, s, st}, 3);
+    tg__la_release((tg_tensor *[]){l, s, st}, 3);
     return rc;
 }
 
@@ -175,7 +161,7 @@ static int square_part(tg_tensor *Q, tg_tensor *R, tg_tensor *gQ, tg_tensor *gR,
     TG_TRY_GOTO(tg__la_mT(&t[8], R));                  /* X R^T = B: R^T lower, right */
     TG_TRY_GOTO(tg_linalg_solve_triangular(out, t[8], t[7], false, false, false));
 done:
-    release_all(t, 9);
+    tg__la_release(t, 9);
     return rc;
 }
 
@@ -216,8 +202,8 @@ static int qr_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     TG_TRY_GOTO(tg_cat(&gi[0], 2, (tg_tensor *[]){t[7], t[8]}, -1));
 done:
     tg_tensor_release(y);
-    release_all(x, 4);
-    release_all(t, 10);
+    tg__la_release(x, 4);
+    tg__la_release(t, 10);
     return rc;
 }
 

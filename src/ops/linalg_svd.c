@@ -105,28 +105,9 @@ static int svd_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const 
  * of y but its last. */
 static int unpack(tg_tensor *y, const svd_dims *d, int part, tg_tensor **out)
 {
-    const int nd = tg_tensor_ndim(y);
-    int64_t shape[TG_MAX_DIMS];
-    memcpy(shape, tg_tensor_shape(y), (size_t)nd * sizeof *shape);
-    const int64_t start[3] = {0, d->m * d->mu, d->m * d->mu + d->k};
-    const int64_t len[3] = {d->m * d->mu, d->k, d->nv * d->n};
-    tg_tensor *r = NULL;
-    int rc = tg_narrow(&r, y, -1, start[part], len[part]);
-    if (rc < 0 || part == 1) {
-        if (rc >= 0) *out = r;
-        return rc;
-    }
-    shape[nd - 1] = part == 0 ? d->m : d->nv;
-    shape[nd] = part == 0 ? d->mu : d->n;
-    rc = tg_reshape(out, r, nd + 1, shape);
-    tg_tensor_release(r);
-    return rc;
-}
-
-/* Releases ts[0..n). */
-static void release_all(tg_tensor **ts, int n)
-{
-    for (int i = 0; i < n; i++) tg_tensor_release(ts[i]);
+    if (part == 0) return tg__la_part(y, 0, d->m, d->mu, out);
+    if (part == 1) return tg__la_part(y, d->m * d->mu, -1, d->k, out);
+    return tg__la_part(y, d->m * d->mu + d->k, d->nv, d->n, out);
 }
 
 /* Whether every element of t is zero. */
@@ -197,7 +178,7 @@ static int svd_grad(tg_tensor *U, tg_tensor *S, tg_tensor *Vh, tg_tensor *gU, tg
     TG_TRY_GOTO(tg_div(&a, c, e));
     TG_TRY_GOTO(tg_diag_embed(&b, gS, 0, -2, -1));
     TG_TRY_GOTO(tg_add(&core, a, b));
-    release_all(w, 6);
+    tg__la_release(w, 6);
     memset(w, 0, sizeof w);
     if (d->m > d->n && !zu) {   /* (U core + gU / S - U (U^T (gU / S))) Vh */
         TG_TRY_GOTO(tg_matmul(&w[0], U, core));
@@ -220,8 +201,8 @@ static int svd_grad(tg_tensor *U, tg_tensor *S, tg_tensor *Vh, tg_tensor *gU, tg
         TG_TRY_GOTO(tg_matmul(gA, w[0], Vh));
     }
 done:
-    release_all((tg_tensor *[]){ut, vt, s2, s2j, s2i, dif, eye, e, sj, si, a, b, c, core}, 14);
-    release_all(w, 6);
+    tg__la_release((tg_tensor *[]){ut, vt, s2, s2j, s2i, dif, eye, e, sj, si, a, b, c, core}, 14);
+    tg__la_release(w, 6);
     return rc;
 }
 
@@ -253,8 +234,8 @@ static int svd_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     TG_TRY_GOTO(svd_grad(x[0], x[1], x[2], x[3], x[4], x[5], &r, &gi[0]));
 done:
     tg_tensor_release(y);
-    release_all(x, 6);
-    release_all(k, 4);
+    tg__la_release(x, 6);
+    tg__la_release(k, 4);
     return rc;
 }
 
