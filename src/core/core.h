@@ -278,6 +278,15 @@ bool tg__bf16_gemm_pays(int64_t m, int64_t n, int64_t k);
  * OpenBLAS's own thread pool is never woken to spin beside ours. */
 void tg__gemm(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
               int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
+/* The largest m n k that tg__gemm multiplies with plain loops
+ * (tg__gemm_small) rather than through OpenBLAS, whose call costs more
+ * than such a product (src/core/gemm_small.c). */
+#define TG__GEMM_SMALL_MAX 512
+bool tg__gemm_small_pays(int64_t m, int64_t n, int64_t k);
+/* tg__gemm's arguments, ct TG_F32 or TG_F64, on the calling thread. */
+void tg__gemm_small(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                    const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                    int64_t ldc);
 /* tg__gemm's work for a caller that has already set OpenBLAS to one thread:
  * dt TG_F32 or TG_F64, and for f32 the bf16 kernel (above PORTABLE: the
  * operands hold bf16 values).  The longer side of C is cut into one slice per

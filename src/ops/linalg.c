@@ -15,6 +15,7 @@
  *   y = x W^T + b  =>  dx = dy W,  dW = dy2d^T x2d,  db = dy summed over rows. */
 #include <assert.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -146,15 +147,95 @@ static tg__bf16_panels *weight_panels(const mat *m, bool b_side, tg_bf16_kernel 
     return tg__bf16_panels_get(m->t, kern, b_side, &o);
 }
 
+/* One product of a batch (or the only one): matrix k of a times matrix k of
+ * b into matrix k of out, with the work buffers sa, sb, sc (NULL where not
+ * needed) and the operands a_bits/pb/kern of the bf16 kernels (see
+ * tg__gemm_batched). */
+typedef struct gemm_job {
+    const mat *a, *b;
+    const tg_tensor *bias;
+    tg_tensor *out;
+    tg_dtype dt, ct;
+    int64_t M, N, K;
+    bool need_a, need_b;
+    atomic_int rc;   /* the batch on the pool: TG_ENOMEM from a range */
+} gemm_job;
+
+static void gemm_one(const gemm_job *g, int64_t k, void *sa, void *sb, void *sc)
+{
+    const size_t es = tg_dtype_size(g->ct);
+    const int64_t M = g->M, N = g->N;
+    operand oa, ob;
+    prepare(g->a, k, g->ct, sa, &oa);
+    prepare(g->b, k, g->ct, sb, &ob);
+    void *c = sc ? sc : elem_ptr(g->out, g->out->offset + k * M * N);
+    if (g->bias && M > 0) {
+        /* Every row of C starts as the bias; gemm then adds A B (beta = 1). */
+        const size_t row = (size_t)N * es;
+        tg__gather(g->bias, g->ct, c);
+        for (int64_t i = 1; i < M; i++) memcpy((char *)c + (size_t)i * row, c, row);
+    }
+    /* the operands' f32 copies of bf16 values go to tg__gemm as bf16, which
+     * multiplies them as bf16 where that pays, else by sgemm */
+    tg__gemm(g->dt == TG_BF16 ? TG_BF16 : g->ct, oa.trans, ob.trans, M, N, g->K, oa.p, oa.ld,
+             ob.p, ob.ld, g->bias ? 1.0 : 0.0, c, N > 1 ? N : 1);
+    if (sc) tg__convert_n(g->ct, sc, g->dt, elem_ptr(g->out, g->out->offset + k * M * N), M * N);
+}
+
+/* The work buffers of one thread's products; false (all NULL) without
+ * memory.  They are the storage cache's blocks, so repeated calls of one
+ * shape neither map nor fault in fresh pages. */
+static bool gemm_buffers(const gemm_job *g, bool need_a, bool need_b, void **sa, void **sb,
+                         void **sc)
+{
+    const size_t es = tg_dtype_size(g->ct);
+    *sa = need_a ? tg__work_alloc((size_t)(g->M * g->K + 1) * es) : NULL;
+    *sb = need_b ? tg__work_alloc((size_t)(g->K * g->N + 1) * es) : NULL;
+    *sc = g->dt == g->ct ? NULL : tg__work_alloc((size_t)(g->M * g->N + 1) * es);
+    if ((!need_a || *sa) && (!need_b || *sb) && (g->dt == g->ct || *sc)) return true;
+    tg__work_free(*sa);
+    tg__work_free(*sb);
+    tg__work_free(*sc);
+    *sa = *sb = *sc = NULL;
+    return false;
+}
+
+static void gemm_range(void *p, int64_t lo, int64_t hi)
+{
+    gemm_job *g = p;
+    void *sa, *sb, *sc;
+    if (!gemm_buffers(g, g->need_a, g->need_b, &sa, &sb, &sc)) {
+        atomic_store(&g->rc, TG_ENOMEM);
+        return;
+    }
+    for (int64_t k = lo; k < hi; k++) gemm_one(g, k, sa, sb, sc);
+    tg__work_free(sa);
+    tg__work_free(sb);
+    tg__work_free(sc);
+}
+
+/* Whether a batch of nb products of this shape runs its matrices on the
+ * thread pool, each on one thread: when one product is below the size at
+ * which tg__gemm cuts a product among threads, and the batch is more than a
+ * few microseconds of work.  Each matrix is one call either way, so its bits
+ * do not depend on the thread count. */
+static bool batch_on_pool(int64_t nb, int64_t M, int64_t N, int64_t K)
+{
+    const int64_t work = M * N * (K > 0 ? K : 1);
+    return nb >= 2 && work < ((int64_t)1 << 18) && nb * work >= 32768;
+}
+
 /* See ops/linalg_internal.h. */
 int tg__gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor *bias,
                      tg_tensor *out, bool b_weight)
 {
     int64_t M = a->rows, K = a->cols, N = b->cols;
     tg_dtype dt = out->dtype, ct = tg__compute_dtype(dt);
-    size_t es = tg_dtype_size(ct);
     TG_CHECK(M <= INT_MAX && N <= INT_MAX && K <= INT_MAX, TG_EUNSUPPORTED,
              "matmul: extents above INT_MAX are not supported by BLAS");
+    gemm_job g = {.a = a, .b = b, .bias = bias, .out = out, .dt = dt, .ct = ct, .M = M, .N = N,
+                  .K = K, .need_a = needs_scratch(a, ct), .need_b = needs_scratch(b, ct)};
+    atomic_init(&g.rc, TG_OK);
     /* one bf16 product on the bf16 kernels, when they pay for its shape: the
      * weight from its panels, the other operands read as bf16 bits where
      * gemm could read them in place (no f32 copy; the kernels pack the same
@@ -163,48 +244,39 @@ int tg__gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor *bi
                                     ? tg_bf16_kernel_get()
                                     : TG_BF16_KERNEL_AUTO;
     const bool on_kernel = kern > TG_BF16_KERNEL_PORTABLE && M > 0 && N > 0 && K > 0;
-    tg__bf16_panels *pb = on_kernel && b_weight ? weight_panels(b, true, kern) : NULL;
+    if (!on_kernel) {
+        if (M <= 0 || N <= 0) return TG_OK;
+        if (batch_on_pool(nb, M, N, K)) {
+            const int saved = tg__blas_single_begin();
+            tg__parallel_range(nb, true, gemm_range, &g);
+            tg__blas_restore(saved);
+            return atomic_load(&g.rc);
+        }
+        gemm_range(&g, 0, nb);
+        return atomic_load(&g.rc);
+    }
+    tg__bf16_panels *pb = b_weight ? weight_panels(b, true, kern) : NULL;
     operand oa, ob = {.ld = 1};   /* ob.p NULL: B from its panels */
-    const bool a_bits = on_kernel && bits_operand(a, &oa);
-    const bool b_bits = on_kernel && !pb && bits_operand(b, &ob);
-    /* work buffers (the storage cache's blocks, so repeated calls of one
-     * shape neither map nor fault in fresh pages) */
-    const bool need_a = !a_bits && needs_scratch(a, ct);
-    const bool need_b = !pb && !b_bits && needs_scratch(b, ct);
-    void *sa = need_a ? tg__work_alloc((size_t)(M * K + 1) * es) : NULL;
-    void *sb = need_b ? tg__work_alloc((size_t)(K * N + 1) * es) : NULL;
-    void *sc = dt == ct ? NULL : tg__work_alloc((size_t)(M * N + 1) * es);
-    if ((need_a && !sa) || (need_b && !sb) || (dt != ct && !sc)) {
+    const bool a_bits = bits_operand(a, &oa);
+    const bool b_bits = !pb && bits_operand(b, &ob);
+    void *sa, *sb, *sc;
+    if (!gemm_buffers(&g, !a_bits && g.need_a, !pb && !b_bits && g.need_b, &sa, &sb, &sc)) {
         tg__bf16_panels_release(pb);
-        tg__work_free(sa);
-        tg__work_free(sb);
-        tg__work_free(sc);
         return TG_ENOMEM;
     }
-    for (int64_t k = 0; k < nb; k++) {
-        if (!a_bits) prepare(a, k, ct, sa, &oa);
-        if (!pb && !b_bits) prepare(b, k, ct, sb, &ob);
-        void *c = sc ? sc : elem_ptr(out, out->offset + k * M * N);
-        if (bias && M > 0) {
-            /* Every row of C starts as the bias; gemm then adds A B (beta = 1). */
-            const size_t row = (size_t)N * es;
-            tg__gather(bias, ct, c);
-            for (int64_t i = 1; i < M; i++) memcpy((char *)c + (size_t)i * row, c, row);
-        }
-        /* on the bf16 kernels: panels and bits as chosen above; off them, the
-         * operands' f32 copies hold bf16 values, which tg__gemm multiplies
-         * as bf16 where they pay, else by sgemm */
-        if (on_kernel) {
-            const int saved = tg__blas_single_begin();
-            tg__gemm_par_bits(kern, oa.trans, ob.trans, M, N, K, oa.p, a_bits, oa.ld, ob.p, b_bits,
-                              ob.ld, bias ? 1.0f : 0.0f, c, N > 1 ? N : 1, NULL, pb);
-            tg__blas_restore(saved);
-        } else {
-            tg__gemm(dt == TG_BF16 ? TG_BF16 : ct, oa.trans, ob.trans, M, N, K, oa.p, oa.ld,
-                     ob.p, ob.ld, bias ? 1.0 : 0.0, c, N > 1 ? N : 1);
-        }
-        if (sc) tg__convert_n(ct, sc, dt, elem_ptr(out, out->offset + k * M * N), M * N);
+    if (!a_bits) prepare(a, 0, ct, sa, &oa);
+    if (!pb && !b_bits) prepare(b, 0, ct, sb, &ob);
+    void *c = sc ? sc : elem_ptr(out, out->offset);
+    if (bias) {
+        const size_t row = (size_t)N * tg_dtype_size(ct);
+        tg__gather(bias, ct, c);
+        for (int64_t i = 1; i < M; i++) memcpy((char *)c + (size_t)i * row, c, row);
     }
+    const int saved = tg__blas_single_begin();
+    tg__gemm_par_bits(kern, oa.trans, ob.trans, M, N, K, oa.p, a_bits, oa.ld, ob.p, b_bits, ob.ld,
+                      bias ? 1.0f : 0.0f, c, N > 1 ? N : 1, NULL, pb);
+    tg__blas_restore(saved);
+    if (sc) tg__convert_n(ct, sc, dt, elem_ptr(out, out->offset), M * N);
     tg__bf16_panels_release(pb);
     tg__work_free(sa);
     tg__work_free(sb);
