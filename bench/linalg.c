@@ -1,13 +1,14 @@
 /* bench/linalg: the time of one call of a tapegrad/linalg.h function on a
  * batch of square matrices, forward or forward and backward, for
- * bench/linalg.py (which runs the same call in PyTorch and gives the ratio).
+ * bench/linalg.py (which runs the same call in PyTorch and gives the ratio);
+ * matmul is the batched product A @ A (tg_matmul).
  *
- *   linalg --op inv|solve|det|cholesky|eigh|svd|qr --shape B,n,n
+ *   linalg --op inv|solve|det|cholesky|eigh|svd|qr|matmul --shape B,n,n
  *          [--dtype f32|f64] [--threads T] [--repeat R (20)] [--backward]
  *
  * A (B, n, n) is made from X U[-1, 1): X + 2 sqrt(n) I for inv, solve and
  * det, X X^T / n + I (symmetric positive-definite) for cholesky, (X +
- * X^T) / 2 for eigh, X for svd and qr (reduced).  solve's right-hand side
+ * X^T) / 2 for eigh, X for svd, qr (reduced) and matmul.  solve's right-hand side
  * is (B, n, 1) U[-1, 1).  With --backward A requires grad and a pass is the
  * forward, the sum of each output times a fixed U[-1, 1) tensor of its
  * shape, its backward, and A's gradient released, as PyTorch's
@@ -25,7 +26,8 @@
 
 #define CHECK(call) BENCH_CHECK("linalg", call)
 
-static const char *const ops[] = {"inv", "solve", "det", "cholesky", "eigh", "svd", "qr"};
+static const char *const ops[] = {"inv", "solve", "det", "cholesky", "eigh", "svd", "qr",
+                                   "matmul"};
 enum { N_OPS = sizeof ops / sizeof ops[0], MAX_OUT = 3 };
 
 typedef struct la_case {
@@ -45,7 +47,8 @@ static int run_op(const la_case *c, tg_tensor **y)
     case 3: CHECK(tg_linalg_cholesky(&y[0], c->a, false)); return 1;
     case 4: CHECK(tg_linalg_eigh(&y[0], &y[1], c->a, false)); return 2;
     case 5: CHECK(tg_linalg_svd(&y[0], &y[1], &y[2], c->a, false)); return 3;
-    default: CHECK(tg_linalg_qr(&y[0], &y[1], c->a, "reduced")); return 2;
+    case 6: CHECK(tg_linalg_qr(&y[0], &y[1], c->a, "reduced")); return 2;
+    default: CHECK(tg_matmul(&y[0], c->a, c->a)); return 1;
     }
 }
 
@@ -126,8 +129,9 @@ int main(int argc, char **argv)
         i++;
     }
     if (!ok || c.op < 0 || shape[0] == 0) {
-        fprintf(stderr, "usage: linalg --op inv|solve|det|cholesky|eigh|svd|qr --shape B,n,n "
-                        "[--dtype f32|f64] [--threads T] [--repeat R] [--backward]\n");
+        fprintf(stderr, "usage: linalg --op inv|solve|det|cholesky|eigh|svd|qr|matmul "
+                        "--shape B,n,n [--dtype f32|f64] [--threads T] [--repeat R] "
+                        "[--backward]\n");
         return 2;
     }
     if (threads > 0) CHECK(tg_set_num_threads((int)threads));

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Linear algebra on batches of square matrices: inv, solve, det, cholesky,
 eigh, svd and qr (reduced) of tapegrad/linalg.h (bench/linalg) against
-torch.linalg (Debian's python3-torch), on many small matrices and a few
+torch.linalg, and the batched product A @ A (tg_matmul against torch.matmul) (Debian's python3-torch), on many small matrices and a few
 large ones, f32 and f64, at 1 and 2 threads, in one run.
 
     /usr/bin/python3 bench/linalg.py [--build build-rel] [--threads-list 1,2]
@@ -11,7 +11,7 @@ large ones, f32 and f64, at 1 and 2 threads, in one run.
 
 A (B, n, n) is made from X U[-1, 1) (bench/linalg.c): X + 2 sqrt(n) I for
 inv, solve and det, X X^T / n + I for cholesky, (X + X^T) / 2 for eigh, X
-for svd and qr; solve's B is (B, n, 1).  Each case runs forward alone and
+for svd, qr and matmul; solve's B is (B, n, 1).  Each case runs forward alone and
 forward + backward (the sum of each output times a fixed U[-1, 1) tensor,
 A.grad released after each pass, on both sides).  Each measurement is its
 own process; PyTorch and tapegrad alternate --rounds times per case and
@@ -28,7 +28,7 @@ import math
 from benchlib import (add_pair_args, find_tool, pair_binary, print_table, same_blas_kernels,
                       time_pair, torch_time)
 
-OPS = ["inv", "solve", "det", "cholesky", "eigh", "svd", "qr"]
+OPS = ["inv", "solve", "det", "cholesky", "eigh", "svd", "qr", "matmul"]
 # shape (B, n, n), dtypes
 SHAPES = [
     ((4096, 4, 4), ("f32", "f64")),
@@ -65,6 +65,7 @@ def torch_child(a):
         "eigh": lambda t: tuple(torch.linalg.eigh(t)),
         "svd": lambda t: tuple(torch.linalg.svd(t, full_matrices=False)),
         "qr": lambda t: tuple(torch.linalg.qr(t)),
+        "matmul": lambda t: (torch.matmul(t, t),),
     }
     fn = fns[a.op]
     gys = None
