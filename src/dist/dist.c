@@ -265,8 +265,7 @@ int tg_dist_broadcast_module(tg_dist *d, tg_module *m)
     return tg__dist_bcast_module(d, m);
 }
 
-/* sig[0..2 + TG_MAX_DIMS): t's dtype, ndim and shape (zeros past ndim). */
-static void tensor_sig(int64_t *sig, const tg_tensor *t)
+void tg__dist_tensor_sig(int64_t *sig, const tg_tensor *t)
 {
     memset(sig, 0, sizeof(int64_t) * (2 + TG_MAX_DIMS));
     if (!t) return;
@@ -279,7 +278,7 @@ int tg_dist_broadcast_tensor(tg_dist *d, tg_tensor *t, int root)
 {
     TG_CHECK(d != NULL, TG_EINVAL, "dist_broadcast_tensor: d must not be NULL");
     int64_t sig[3 + TG_MAX_DIMS] = {root};
-    tensor_sig(sig + 1, t);
+    tg__dist_tensor_sig(sig + 1, t);
     int rc = TG_OK, differs = -1;
     if (!t)
         rc = tg__error(TG_EINVAL, "dist_broadcast_tensor: t must not be NULL");
@@ -312,7 +311,7 @@ int tg_dist_allreduce_sum(tg_dist *d, tg_tensor *t)
 {
     TG_CHECK(d != NULL, TG_EINVAL, "dist_allreduce_sum: d must not be NULL");
     int64_t sig[2 + TG_MAX_DIMS];
-    tensor_sig(sig, t);
+    tg__dist_tensor_sig(sig, t);
     int rc = TG_OK, differs = -1;
     if (!t)
         rc = tg__error(TG_EINVAL, "dist_allreduce_sum: t must not be NULL");
