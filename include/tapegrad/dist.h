@@ -61,7 +61,9 @@
  *
  * Built without MPI (meson option mpi=disabled, or libopenmpi-dev absent),
  * tg_dist_available() is false and every function here returns
- * TG_EUNSUPPORTED except tg_loader_set_shard (data.h), which needs no MPI.
+ * TG_EUNSUPPORTED except tg_zero_partition and tg_loader_set_shard
+ * (data.h), which need no MPI (tg_dist_rank, tg_dist_size and the
+ * tg_zero getters give their values for NULL).
  *
  * Ownership: a tg_dist and a tg_ddp are owned by their creator (_free; NULL
  * does nothing).  A tg_ddp borrows its tg_dist and retains its parameters
@@ -415,9 +417,10 @@ TG_API int tg_zero_partition(int *owner, int n, const int64_t *numel, int world)
 
 /* torch.distributed.optim.ZeroRedundancyOptimizer(params, optimizer_class,
  * **defaults): partitions params[0..n) (float leaves, distinct,
- * contiguous; retained) over d's ranks and calls make(opts) with this
- * rank's parameters, largest first as torch orders them (a rank that owns
- * none makes no optimizer).  The optimizer must have one param group.
+ * contiguous, keeping their shapes and dtypes while z lives; retained)
+ * over d's ranks and calls make(opts) with this rank's parameters,
+ * largest first as torch orders them (a rank that owns none makes no
+ * optimizer).  The optimizer must have one param group.
  * Every rank passes the same list (count, shapes and dtypes in order;
  * TG_EINVAL otherwise).  Collective: an error on any rank (a bad argument,
  * make's error, no memory) is returned by every rank, and no rank keeps a
