@@ -174,7 +174,9 @@ TG_API int tg_dist_allreduce_sum(tg_dist *d, tg_tensor *t);
  * backend with AVG): a float value is multiplied by 1 / world_size (that
  * factor and the product rounded to the dtype) and the products summed; an
  * integer sum is divided by world_size, truncated toward zero.  MIN and MAX
- * of floats as MPI's (a NaN is not propagated). */
+ * compare as MPI's own do: with a NaN among the values, the result depends
+ * on the order the ranks' values meet in (NaN is not reliably
+ * propagated). */
 typedef enum tg_reduce_op {
     TG_REDUCE_SUM = 0,
     TG_REDUCE_AVG,
