@@ -209,6 +209,8 @@ int main(int argc, char **argv)
          zero_with_a_rank_that_owns_nothing_still_steps_and_consolidates},
         {"zero_refusals_are_every_rank_s_and_change_nothing",
          zero_refusals_are_every_rank_s_and_change_nothing},
+        {"broadcast_tensor_takes_every_dtype_and_strided_tensors",
+         broadcast_tensor_takes_every_dtype_and_strided_tensors},
     };
     int n_tests = 0, passed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

@@ -257,6 +257,22 @@ void gather_and_scatter_go_through_the_root(void)
         }
 }
 
+void broadcast_tensor_takes_every_dtype_and_strided_tensors(void)
+{
+    const int rank = tg_dist_rank(g_dist), world = tg_dist_size(g_dist);
+    for (int k = 0; k < N_DTYPES; k++)
+        for (int root = 0; root < world; root++)
+            for (int strided = 0; strided < 2; strided++) {
+                const tg_dtype dt = k_dtypes[k];
+                tg_tensor *base = NULL, *t = make(dt, rank + 30, 3, 4, strided, &base);
+                OK(tg_dist_broadcast_tensor(g_dist, t, root));
+                ctx c = {dt, TG_REDUCE_SUM, world, root + 30, 0};
+                all_equal(t, want_of_rank, &c, "broadcast_tensor");
+                tg_tensor_release(t);
+                tg_tensor_release(base);
+            }
+}
+
 void send_and_recv_match_by_tag_and_check_the_layout(void)
 {
     const int rank = tg_dist_rank(g_dist), world = tg_dist_size(g_dist);

@@ -94,6 +94,7 @@ void all_gather_gives_every_rank_s_tensor_in_a_list_or_one_tensor(void);
 void reduce_scatter_gives_each_rank_its_reduced_block(void);
 void all_to_all_single_swaps_blocks(void);
 void gather_and_scatter_go_through_the_root(void);
+void broadcast_tensor_takes_every_dtype_and_strided_tensors(void);
 void send_and_recv_match_by_tag_and_check_the_layout(void);
 void collectives_refused_on_one_rank_are_refused_on_every_rank(void);
 

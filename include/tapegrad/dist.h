@@ -145,8 +145,10 @@ TG_API void tg_dist_abort(tg_dist *d, int status);
  * every rank, and nothing is changed; m NULL or an entry that is not
  * contiguous is TG_EINVAL, on every rank.  Collective. */
 TG_API int tg_dist_broadcast_module(tg_dist *d, tg_module *m);
-/* Copies root's t into every rank's t (same root, shape and dtype on
- * each, and contiguous: TG_EINVAL otherwise, on every rank).  Collective. */
+/* dist.broadcast(t, src=root): copies root's t into every rank's t (same
+ * root, shape and dtype on each: TG_EINVAL otherwise, on every rank).  Any
+ * dtype; t may be strided (staged through a contiguous copy) but not
+ * expanded, as the collectives below.  Collective. */
 TG_API int tg_dist_broadcast_tensor(tg_dist *d, tg_tensor *t, int root);
 /* t = sum over ranks of t, in place (f32, f64 or i64, contiguous; the
  * same shape and dtype on every rank: TG_ESHAPE / TG_EDTYPE otherwise, on
