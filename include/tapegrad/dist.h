@@ -439,7 +439,10 @@ TG_API void tg_zero_free(tg_zero *z);
  * them), then every parameter is broadcast from its owner.  The gradients
  * of this rank's parameters are checked first (float, the parameter's
  * shape): an error on any rank is every rank's, before any parameter
- * changes.  Collective. */
+ * changes.  An error of a rank's optimizer step itself (tg_optimizer_step's:
+ * a sparse gradient the kind refuses, no memory) is every rank's too, but
+ * the ranks whose step succeeded have updated their own parameters by then;
+ * nothing is broadcast.  Collective. */
 TG_API int tg_zero_step(tg_zero *z);
 /* Releases the .grad of every parameter (not only this rank's), as
  * tg_optimizer_zero_grad.  NULL does nothing. */
