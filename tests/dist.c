@@ -9,8 +9,8 @@
  *
  * This file holds main, the MPI call counters, same_bits and the test of
  * tg_dist_agree; the other tests are in dist_ddp.c, dist_sync_bn.c,
- * dist_ddp_edges.c, dist_errors.c, dist_train.c and dist_ddp_compress.c
- * (declared in dist_test.h). */
+ * dist_ddp_edges.c, dist_errors.c, dist_train.c, dist_ddp_compress.c,
+ * dist_collectives.c and dist_zero.c (declared in dist_test.h). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,6 +185,32 @@ int main(int argc, char **argv)
          ddp_compressed_training_stays_close_to_uncompressed},
         {"ddp_compress_refuses_other_dtypes_and_f64_parameters",
          ddp_compress_refuses_other_dtypes_and_f64_parameters},
+        {"allreduce_gives_every_op_of_every_dtype_as_computed_locally",
+         allreduce_gives_every_op_of_every_dtype_as_computed_locally},
+        {"all_gather_gives_every_rank_s_tensor_in_a_list_or_one_tensor",
+         all_gather_gives_every_rank_s_tensor_in_a_list_or_one_tensor},
+        {"reduce_scatter_gives_each_rank_its_reduced_block",
+         reduce_scatter_gives_each_rank_its_reduced_block},
+        {"all_to_all_single_swaps_blocks",
+         all_to_all_single_swaps_blocks},
+        {"gather_and_scatter_go_through_the_root",
+         gather_and_scatter_go_through_the_root},
+        {"send_and_recv_match_by_tag_and_check_the_layout",
+         send_and_recv_match_by_tag_and_check_the_layout},
+        {"collectives_refused_on_one_rank_are_refused_on_every_rank",
+         collectives_refused_on_one_rank_are_refused_on_every_rank},
+        {"zero_partition_is_torch_s",
+         zero_partition_is_torch_s},
+        {"zero_under_ddp_is_bit_identical_to_one_optimizer",
+         zero_under_ddp_is_bit_identical_to_one_optimizer},
+        {"zero_consolidated_state_is_one_optimizer_s_and_reloads",
+         zero_consolidated_state_is_one_optimizer_s_and_reloads},
+        {"zero_with_a_rank_that_owns_nothing_still_steps_and_consolidates",
+         zero_with_a_rank_that_owns_nothing_still_steps_and_consolidates},
+        {"zero_refusals_are_every_rank_s_and_change_nothing",
+         zero_refusals_are_every_rank_s_and_change_nothing},
+        {"broadcast_tensor_takes_every_dtype_and_strided_tensors",
+         broadcast_tensor_takes_every_dtype_and_strided_tensors},
     };
     int n_tests = 0, passed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

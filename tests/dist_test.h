@@ -87,6 +87,24 @@ void ddp_compress_f32_is_the_f32_mean_bit_for_bit(void);
 void ddp_compressed_training_stays_close_to_uncompressed(void);
 void ddp_compress_refuses_other_dtypes_and_f64_parameters(void);
 
+/* tests/dist_collectives.c: the collectives on tensors, every op and
+ * dtype, against values computed on each rank. */
+void allreduce_gives_every_op_of_every_dtype_as_computed_locally(void);
+void all_gather_gives_every_rank_s_tensor_in_a_list_or_one_tensor(void);
+void reduce_scatter_gives_each_rank_its_reduced_block(void);
+void all_to_all_single_swaps_blocks(void);
+void gather_and_scatter_go_through_the_root(void);
+void broadcast_tensor_takes_every_dtype_and_strided_tensors(void);
+void send_and_recv_match_by_tag_and_check_the_layout(void);
+void collectives_refused_on_one_rank_are_refused_on_every_rank(void);
+
+/* tests/dist_zero.c: ZeroRedundancyOptimizer. */
+void zero_partition_is_torch_s(void);
+void zero_under_ddp_is_bit_identical_to_one_optimizer(void);
+void zero_consolidated_state_is_one_optimizer_s_and_reloads(void);
+void zero_with_a_rank_that_owns_nothing_still_steps_and_consolidates(void);
+void zero_refusals_are_every_rank_s_and_change_nothing(void);
+
 /* The MLP of the DDP tests (dist_ddp.c): Linear(in, 16), tanh,
  * Linear(16, 16), tanh, Linear(16, out), initialised from seed. */
 tg_module *dist_mlp(uint64_t seed, int64_t in, int64_t out);

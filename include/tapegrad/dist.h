@@ -61,7 +61,9 @@
  *
  * Built without MPI (meson option mpi=disabled, or libopenmpi-dev absent),
  * tg_dist_available() is false and every function here returns
- * TG_EUNSUPPORTED except tg_loader_set_shard (data.h), which needs no MPI.
+ * TG_EUNSUPPORTED except tg_zero_partition and tg_loader_set_shard
+ * (data.h), which need no MPI (tg_dist_rank, tg_dist_size and the
+ * tg_zero getters give their values for NULL).
  *
  * Ownership: a tg_dist and a tg_ddp are owned by their creator (_free; NULL
  * does nothing).  A tg_ddp borrows its tg_dist and retains its parameters
@@ -143,13 +145,92 @@ TG_API void tg_dist_abort(tg_dist *d, int status);
  * every rank, and nothing is changed; m NULL or an entry that is not
  * contiguous is TG_EINVAL, on every rank.  Collective. */
 TG_API int tg_dist_broadcast_module(tg_dist *d, tg_module *m);
-/* Copies root's t into every rank's t (same root, shape and dtype on
- * each, and contiguous: TG_EINVAL otherwise, on every rank).  Collective. */
+/* dist.broadcast(t, src=root): copies root's t into every rank's t (same
+ * root, shape and dtype on each: TG_EINVAL otherwise, on every rank).  Any
+ * dtype; t may be strided (staged through a contiguous copy) but not
+ * expanded, as the collectives below.  Collective. */
 TG_API int tg_dist_broadcast_tensor(tg_dist *d, tg_tensor *t, int root);
 /* t = sum over ranks of t, in place (f32, f64 or i64, contiguous; the
  * same shape and dtype on every rank: TG_ESHAPE / TG_EDTYPE otherwise, on
  * every rank, with t unchanged).  Collective. */
 TG_API int tg_dist_allreduce_sum(tg_dist *d, tg_tensor *t);
+
+/* ---- collectives on tensors (torch.distributed) ---------------------------
+ *
+ * Each is collective over d and checks its arguments as the calls above:
+ * a NULL tensor, a dtype, a root or a shape refused on one rank is the same
+ * error on every rank (TG_EINVAL / TG_EDTYPE / TG_ESHAPE, "rank R: ..."),
+ * and then nothing is changed anywhere.  Every dtype is taken (f32, f64,
+ * f16, bf16, i8, u8, i32, i64); f16 and bf16 travel as their 16-bit
+ * patterns (MPI has no half type) and are reduced by an MPI_Op of
+ * tapegrad's that widens each pair to f32, combines it and rounds back to
+ * nearest even, as torch's Half and BFloat16 arithmetic does.  Inputs may
+ * be non-contiguous (they are copied first); outputs and in-place tensors
+ * may be non-contiguous views too, but not expanded (a stride 0 on an
+ * extent > 1: TG_EINVAL).  At most 2^31 - 1 elements per tensor (MPI's
+ * counts are int).  Sparse tensors are refused.  Tensors are borrowed; the
+ * results are written into the caller's tensors, whose versions are
+ * bumped. */
+
+/* torch.distributed.ReduceOp.  AVG as NCCL computes it (torch's only
+ * backend with AVG): a float value is multiplied by 1 / world_size (that
+ * factor and the product rounded to the dtype) and the products summed; an
+ * integer sum is divided by world_size, truncated toward zero.  MIN and MAX
+ * compare as MPI's own do: with a NaN among the values, the result depends
+ * on the order the ranks' values meet in (NaN is not reliably
+ * propagated). */
+typedef enum tg_reduce_op {
+    TG_REDUCE_SUM = 0,
+    TG_REDUCE_AVG,
+    TG_REDUCE_PRODUCT,
+    TG_REDUCE_MIN,
+    TG_REDUCE_MAX,
+    TG_REDUCE_OP_COUNT
+} tg_reduce_op;
+
+/* dist.all_reduce(t, op): t = op over the ranks' t, in place.  Same shape
+ * and dtype on every rank (TG_ESHAPE / TG_EDTYPE), the same op (TG_EINVAL).
+ * Collective. */
+TG_API int tg_dist_allreduce(tg_dist *d, tg_tensor *t, tg_reduce_op op);
+/* dist.all_gather(outs, t): outs[r] = rank r's t, for r in [0, size).
+ * outs has tg_dist_size(d) tensors (borrowed, written in place) of t's
+ * shape and dtype; t has the same shape and dtype on every rank.
+ * Collective. */
+TG_API int tg_dist_all_gather(tg_dist *d, tg_tensor *const *outs, const tg_tensor *t);
+/* dist.all_gather_into_tensor(out, t): the ranks' t concatenated along
+ * dim 0 into out, whose shape is t's with dim 0 times size, or stacked:
+ * (size, *t.shape) (a 0-d t: (size)).  Collective. */
+TG_API int tg_dist_all_gather_into_tensor(tg_dist *d, tg_tensor *out, const tg_tensor *t);
+/* dist.reduce_scatter_tensor(out, in, op): in (borrowed) is size blocks
+ * along dim 0, laid out as all_gather_into_tensor's out (concatenated or
+ * stacked); out = op over the ranks of their block number rank.
+ * Collective. */
+TG_API int tg_dist_reduce_scatter_tensor(tg_dist *d, tg_tensor *out, const tg_tensor *in,
+                                         tg_reduce_op op);
+/* dist.all_to_all_single(out, in) with equal splits: in's and out's dim 0
+ * are size blocks; block j of rank i's in becomes block i of rank j's out.
+ * out has in's shape and dtype; dim 0 a multiple of size (TG_ESHAPE).
+ * Collective. */
+TG_API int tg_dist_all_to_all_single(tg_dist *d, tg_tensor *out, const tg_tensor *in);
+/* dist.gather(t, gather_list, dst=root): root receives every rank's t:
+ * gather_list[r] = rank r's t (size tensors of t's shape and dtype, on root
+ * only; the others pass NULL, and theirs is not read).  Collective. */
+TG_API int tg_dist_gather(tg_dist *d, const tg_tensor *t, tg_tensor *const *gather_list,
+                          int root);
+/* dist.scatter(t, scatter_list, src=root): every rank's t = root's
+ * scatter_list[rank] (size tensors of t's shape and dtype, on root only).
+ * Collective. */
+TG_API int tg_dist_scatter(tg_dist *d, tg_tensor *t, tg_tensor *const *scatter_list, int root);
+/* dist.send(t, dst, tag) / dist.recv(t, src, tag): point to point, not
+ * collective: the two ranks make matching calls (same tag).  The sender's
+ * dtype and shape travel first; recv returns TG_ESHAPE / TG_EDTYPE when
+ * they are not its t's (the message is consumed and t left unchanged; the
+ * sender has returned TG_OK).  TG_EINVAL, on the calling rank, for dst or
+ * src out of range or the rank itself, a tag < 0 or above MPI's limit
+ * (at least 32767).  send returns once t may be changed (MPI_Send);
+ * recv waits for the message. */
+TG_API int tg_dist_send(tg_dist *d, const tg_tensor *t, int dst, int tag);
+TG_API int tg_dist_recv(tg_dist *d, tg_tensor *t, int src, int tag);
 
 /* Rank 0 saves ck to path (tg_checkpoint_save); the others write nothing.
  * Every rank returns rank 0's status (and message).  Collective. */
@@ -299,6 +380,108 @@ typedef struct tg_ddp_stats {
                                  * the buffers' broadcast (tg_ddp_new_module) */
 } tg_ddp_stats;
 TG_API int tg_ddp_get_stats(const tg_ddp *ddp, tg_ddp_stats *s);
+
+/* ---- ZeroRedundancyOptimizer (torch.distributed.optim) ------------------
+ *
+ * Shards an optimizer's state over the ranks (ZeRO stage 1): every rank
+ * holds every parameter, but each parameter is owned by one rank, which
+ * alone keeps its optimizer state and updates it; after each step the
+ * owners broadcast the updated parameters.  The parameters are partitioned
+ * as torch 1.13's _partition_parameters does: sorted by number of elements,
+ * largest first (equal sizes keep their order), each goes to the rank with
+ * the fewest elements so far (the lowest such rank on a tie).  The usual
+ * loop, with DDP averaging the gradients:
+ *
+ *   static int make_adam(tg_optimizer **out, int n, tg_tensor *const *p,
+ *                        const void *opts) { return tg_adam_new(out, n, p, opts); }
+ *   tg_adam_opts o = TG_ADAM_OPTS_INIT;
+ *   tg_zero_new(&zero, d, n, params, make_adam, &o);
+ *   for (...) {
+ *       tg_zero_zero_grad(zero);
+ *       tg_ddp_prepare(ddp); ... backward ...; tg_ddp_finish(ddp);
+ *       tg_zero_step(zero);     // the parameters as a tg_adam_new over all of
+ *   }                           // them would leave them, bit for bit
+ *
+ * Ownership: a tg_zero is owned by its creator (tg_zero_free; NULL does
+ * nothing).  It borrows d (which must outlive it) and retains the
+ * parameters; it owns its rank's optimizer. */
+typedef struct tg_zero tg_zero;
+
+/* Makes the optimizer of one rank's partition: *out a new optimizer over
+ * params[0..n) (n >= 1) with options opts, as tg_adam_new and the other
+ * constructors of optim.h (torch's optimizer_class and **defaults). */
+typedef int (*tg_zero_make_fn)(tg_optimizer **out, int n, tg_tensor *const *params,
+                               const void *opts);
+
+/* The partition alone: owner[i] = the rank of parameter i of numel[0..n)
+ * elements among world ranks, by the rule above.  TG_EINVAL for NULL
+ * arrays, n < 0, world < 1 or a negative numel.  Not collective; no MPI
+ * needed (also in a build without it). */
+TG_API int tg_zero_partition(int *owner, int n, const int64_t *numel, int world);
+
+/* torch.distributed.optim.ZeroRedundancyOptimizer(params, optimizer_class,
+ * **defaults): partitions params[0..n) (float leaves, distinct,
+ * contiguous, keeping their shapes and dtypes while z lives; retained)
+ * over d's ranks and calls make(opts) with this rank's parameters,
+ * largest first as torch orders them (a rank that owns none makes no
+ * optimizer).  The optimizer must have one param group.
+ * Every rank passes the same list (count, shapes and dtypes in order;
+ * TG_EINVAL otherwise).  Collective: an error on any rank (a bad argument,
+ * make's error, no memory) is returned by every rank, and no rank keeps a
+ * tg_zero. */
+TG_API int tg_zero_new(tg_zero **out, tg_dist *d, int n, tg_tensor *const *params,
+                       tg_zero_make_fn make, const void *opts);
+/* Frees z and its optimizer, releases the parameters.  Not collective. */
+TG_API void tg_zero_free(tg_zero *z);
+
+/* zero.step(): this rank's optimizer steps its parameters (those with a
+ * .grad; the gradients must be the same on every rank, as DDP leaves
+ * them), then every parameter is broadcast from its owner.  The gradients
+ * of this rank's parameters are checked first (float, the parameter's
+ * shape): an error on any rank is every rank's, before any parameter
+ * changes.  An error of a rank's optimizer step itself (tg_optimizer_step's:
+ * a sparse gradient the kind refuses, no memory) is every rank's too, but
+ * the ranks whose step succeeded have updated their own parameters by then;
+ * nothing is broadcast.  Collective. */
+TG_API int tg_zero_step(tg_zero *z);
+/* Releases the .grad of every parameter (not only this rank's), as
+ * tg_optimizer_zero_grad.  NULL does nothing. */
+TG_API void tg_zero_zero_grad(tg_zero *z);
+/* Learning rate of this rank's optimizer (set it on every rank alike);
+ * tg_optimizer_set_lr's rules.  A rank without an optimizer keeps the
+ * value for none. */
+TG_API int tg_zero_set_lr(tg_zero *z, double lr);
+
+/* The rank that owns parameter i, -1 for i out of range or NULL z. */
+TG_API int tg_zero_owner(const tg_zero *z, int i);
+/* This rank's optimizer (borrowed; NULL when the rank owns no parameter):
+ * its state is that of this rank's parameters only, numbered in its own
+ * order (tg_zero_local_index). */
+TG_API tg_optimizer *tg_zero_local(const tg_zero *z);
+/* Parameter i's index in tg_zero_local's optimizer, -1 when another rank
+ * owns it (or i is out of range). */
+TG_API int tg_zero_local_index(const tg_zero *z, int i);
+/* The number of tg_zero_step calls that succeeded. */
+TG_API int64_t tg_zero_steps(const tg_zero *z);
+
+/* consolidate_state_dict(to) then state_dict(): gathers every rank's
+ * optimizer state to rank `to`, which adds the whole optimizer's state to f
+ * under prefix, the keys and values tg_optimizer_state_save of one
+ * optimizer over all the parameters (after the same steps) would write:
+ * "prefix.<i>.<name>" with i the parameter's index in tg_zero_new's list.
+ * Other ranks pass f NULL (theirs is not touched).  Save it with
+ * tg_dist_checkpoint_save's extra, or tg_safetensors_save.  to out of range
+ * (or different on some rank), f or prefix NULL on `to`: TG_EINVAL on every
+ * rank.  At most 2 GiB of state in all.  Collective. */
+TG_API int tg_zero_consolidate_state_dict(tg_zero *z, int to, tg_st_file *f,
+                                          const char *prefix);
+/* load_state_dict: every rank passes the whole state (a file that
+ * tg_zero_consolidate_state_dict or tg_optimizer_state_save of an
+ * unsharded optimizer wrote; borrowed) and keeps its own parameters' part.
+ * tg_optimizer_state_load's errors, and TG_EINVAL for an entry of a
+ * parameter index >= n; an error on any rank is every rank's, and no
+ * rank's state changes.  Collective. */
+TG_API int tg_zero_state_load(tg_zero *z, const tg_st_file *f, const char *prefix);
 
 #ifdef __cplusplus
 }

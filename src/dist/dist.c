@@ -265,8 +265,7 @@ int tg_dist_broadcast_module(tg_dist *d, tg_module *m)
     return tg__dist_bcast_module(d, m);
 }
 
-/* sig[0..2 + TG_MAX_DIMS): t's dtype, ndim and shape (zeros past ndim). */
-static void tensor_sig(int64_t *sig, const tg_tensor *t)
+void tg__dist_tensor_sig(int64_t *sig, const tg_tensor *t)
 {
     memset(sig, 0, sizeof(int64_t) * (2 + TG_MAX_DIMS));
     if (!t) return;
@@ -277,22 +276,26 @@ static void tensor_sig(int64_t *sig, const tg_tensor *t)
 
 int tg_dist_broadcast_tensor(tg_dist *d, tg_tensor *t, int root)
 {
-    TG_CHECK(d != NULL, TG_EINVAL, "dist_broadcast_tensor: d must not be NULL");
+    static const char fn[] = "dist_broadcast_tensor";
+    TG_CHECK(d != NULL, TG_EINVAL, "%s: d must not be NULL", fn);
     int64_t sig[3 + TG_MAX_DIMS] = {root};
-    tensor_sig(sig + 1, t);
+    tg__dist_tensor_sig(sig + 1, t);
     int rc = TG_OK, differs = -1;
-    if (!t)
-        rc = tg__error(TG_EINVAL, "dist_broadcast_tensor: t must not be NULL");
-    else if (root < 0 || root >= d->size)
-        rc = tg__error(TG_EINVAL, "dist_broadcast_tensor: root=%d must be in [0, %d)", root,
-                       d->size);
-    else if (!tg_tensor_is_contiguous(t))
-        rc = tg__error(TG_EINVAL, "dist_broadcast_tensor: t must be contiguous");
-    TG_TRY(tg__dist_agree_sig(d, rc, 3 + TG_MAX_DIMS, sig, &differs));
-    TG_CHECK(differs != 0, TG_EINVAL, "dist_broadcast_tensor: the ranks passed different roots");
-    TG_CHECK(differs < 0, TG_EINVAL, "dist_broadcast_tensor: t's shape or dtype differs between "
-                                     "the ranks");
-    return tg__dist_bcast_bytes(d, t, root);
+    tg_tensor *buf = NULL;   /* t, or a contiguous copy of a strided t */
+    if (root < 0 || root >= d->size)
+        rc = tg__error(TG_EINVAL, "%s: root=%d must be in [0, %d)", fn, root, d->size);
+    else rc = tg__dist_check_tensor(fn, "t", t, true);
+    if (rc >= 0) rc = tg__dist_stage_in(&buf, t);
+    rc = tg__dist_agree_sig(d, rc, 3 + TG_MAX_DIMS, sig, &differs);
+    if (rc >= 0 && differs == 0)
+        rc = tg__error(TG_EINVAL, "%s: the ranks passed different roots", fn);
+    else if (rc >= 0 && differs > 0)
+        rc = tg__error(TG_EINVAL, "%s: t's shape or dtype differs between the ranks", fn);
+    if (rc >= 0) rc = tg__dist_bcast_bytes(d, buf, root);
+    /* a strided t receives the copy's elements */
+    if (rc >= 0 && buf != t && d->rank != root) rc = tg_tensor_copy_(t, buf);
+    tg_tensor_release(buf);
+    return rc;
 }
 
 /* tg_dist_allreduce_sum after its checks and their agreement. */
@@ -312,7 +315,7 @@ int tg_dist_allreduce_sum(tg_dist *d, tg_tensor *t)
 {
     TG_CHECK(d != NULL, TG_EINVAL, "dist_allreduce_sum: d must not be NULL");
     int64_t sig[2 + TG_MAX_DIMS];
-    tensor_sig(sig, t);
+    tg__dist_tensor_sig(sig, t);
     int rc = TG_OK, differs = -1;
     if (!t)
         rc = tg__error(TG_EINVAL, "dist_allreduce_sum: t must not be NULL");

@@ -105,3 +105,92 @@ int tg_ddp_get_stats(const tg_ddp *ddp, tg_ddp_stats *s)
     (void)ddp, (void)s;
     return NO_MPI("ddp_get_stats");
 }
+
+int tg_dist_allreduce(tg_dist *d, tg_tensor *t, tg_reduce_op op)
+{
+    (void)d, (void)t, (void)op;
+    return NO_MPI("dist_allreduce");
+}
+
+int tg_dist_all_gather(tg_dist *d, tg_tensor *const *outs, const tg_tensor *t)
+{
+    (void)d, (void)outs, (void)t;
+    return NO_MPI("dist_all_gather");
+}
+
+int tg_dist_all_gather_into_tensor(tg_dist *d, tg_tensor *out, const tg_tensor *t)
+{
+    (void)d, (void)out, (void)t;
+    return NO_MPI("dist_all_gather_into_tensor");
+}
+
+int tg_dist_reduce_scatter_tensor(tg_dist *d, tg_tensor *out, const tg_tensor *in,
+                                  tg_reduce_op op)
+{
+    (void)d, (void)out, (void)in, (void)op;
+    return NO_MPI("dist_reduce_scatter_tensor");
+}
+
+int tg_dist_all_to_all_single(tg_dist *d, tg_tensor *out, const tg_tensor *in)
+{
+    (void)d, (void)out, (void)in;
+    return NO_MPI("dist_all_to_all_single");
+}
+
+int tg_dist_gather(tg_dist *d, const tg_tensor *t, tg_tensor *const *gather_list, int root)
+{
+    (void)d, (void)t, (void)gather_list, (void)root;
+    return NO_MPI("dist_gather");
+}
+
+int tg_dist_scatter(tg_dist *d, tg_tensor *t, tg_tensor *const *scatter_list, int root)
+{
+    (void)d, (void)t, (void)scatter_list, (void)root;
+    return NO_MPI("dist_scatter");
+}
+
+int tg_dist_send(tg_dist *d, const tg_tensor *t, int dst, int tag)
+{
+    (void)d, (void)t, (void)dst, (void)tag;
+    return NO_MPI("dist_send");
+}
+
+int tg_dist_recv(tg_dist *d, tg_tensor *t, int src, int tag)
+{
+    (void)d, (void)t, (void)src, (void)tag;
+    return NO_MPI("dist_recv");
+}
+
+int tg_zero_new(tg_zero **out, tg_dist *d, int n, tg_tensor *const *params, tg_zero_make_fn make,
+                const void *opts)
+{
+    (void)out, (void)d, (void)n, (void)params, (void)make, (void)opts;
+    return NO_MPI("zero_new");
+}
+
+void tg_zero_free(tg_zero *z) { (void)z; }
+int tg_zero_step(tg_zero *z) { return (void)z, NO_MPI("zero_step"); }
+void tg_zero_zero_grad(tg_zero *z) { (void)z; }
+
+int tg_zero_set_lr(tg_zero *z, double lr)
+{
+    (void)z, (void)lr;
+    return NO_MPI("zero_set_lr");
+}
+
+int tg_zero_owner(const tg_zero *z, int i) { return (void)z, (void)i, -1; }
+int tg_zero_local_index(const tg_zero *z, int i) { return (void)z, (void)i, -1; }
+tg_optimizer *tg_zero_local(const tg_zero *z) { return (void)z, NULL; }
+int64_t tg_zero_steps(const tg_zero *z) { return (void)z, 0; }
+
+int tg_zero_consolidate_state_dict(tg_zero *z, int to, tg_st_file *f, const char *prefix)
+{
+    (void)z, (void)to, (void)f, (void)prefix;
+    return NO_MPI("zero_consolidate_state_dict");
+}
+
+int tg_zero_state_load(tg_zero *z, const tg_st_file *f, const char *prefix)
+{
+    (void)z, (void)f, (void)prefix;
+    return NO_MPI("zero_state_load");
+}
