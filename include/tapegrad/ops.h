@@ -623,8 +623,8 @@ typedef struct tg_embedding_bag_opts {
  * covers positions [offsets[b], offsets[b+1]), the last bag to the end of
  * input, or with include_last_offset the offsets' last entry ends the last
  * bag and there is one bag fewer), or 2-d (B, L) with offsets NULL, bag b
- * its row b (offsets 0, L, 2L, ... as torch builds them, include_last_offset
- * then dropping the last row as torch 1.13's).  offsets[0] is 0, offsets
+ * its row b (include_last_offset is then refused: torch 1.13 drops the
+ * last row, and its f64 backward corrupts memory).  offsets[0] is 0, offsets
  * do not decrease (torch does not check this) and end at most at input's
  * length.  Positions whose index is padding_idx are left out: they add
  * nothing, mean does not count them and max never picks them.  An empty
@@ -640,7 +640,8 @@ typedef struct tg_embedding_bag_opts {
  * first, the rows input picks (tg_embedding_opts's).  *out receives a new
  * reference; on error it is untouched.  TG_EINVAL for a NULL out, weight
  * or input, a bad mode or padding_idx, offsets given with a 2-d input or
- * missing with a 1-d one, an index or offset breaking the rules above,
+ * missing with a 1-d one, include_last_offset with a 2-d input, an index
+ * or offset breaking the rules above,
  * per_sample_weights with mode mean or max, max with scale_grad_by_freq or
  * sparse, sparse with scale_grad_by_freq; TG_ESHAPE for weight not 2-d,
  * input not 1-d or 2-d (or (B, 0)), offsets not 1-d, per_sample_weights

@@ -258,7 +258,8 @@ TG_API int tg_lp_pool(tg_tensor **out, tg_tensor *x, int n_spatial, double norm_
  * or unbatched (C, S...), f32 or f64.  Give exactly one of output_size
  * (n_spatial extents, each >= 1) and output_ratio (each in (0, 1); the
  * extent is int(S * ratio), as torch's).  Along an axis of extent I pooled
- * to O with kernel K (O + K - 1 <= I), output o is the maximum over the K
+ * to O with kernel K (O + K - 1 <= I for n_spatial 2, < I for 3, as
+ * torch 1.13 checks), output o is the maximum over the K
  * elements from
  *   start[o] = int((o + u) * alpha) - int(u * alpha)  (o < O - 1),
  *   start[O - 1] = I - K,     alpha = (I - K) / (O - 1),
@@ -278,7 +279,7 @@ TG_API int tg_lp_pool(tg_tensor **out, tg_tensor *x, int n_spatial, double norm_
  * TG_EINVAL for a NULL out, x, kernel or random_samples, out and indices
  * the same place, n_spatial not 2 or 3, both or neither of output_size and
  * output_ratio, a kernel outside [1, I], an output extent below 1 or with
- * O + K - 1 > I, or a sample outside [0, 1); TG_ESHAPE for x's rank, an
+ * O + K - 1 too large, or a sample outside [0, 1); TG_ESHAPE for x's rank, an
  * empty dim but the batch or random_samples' shape; TG_EDTYPE for x not
  * f32 or f64 or random_samples of another dtype. */
 TG_API int tg_fractional_max_pool(tg_tensor **out, tg_tensor **indices, tg_tensor *x,

@@ -4,7 +4,8 @@
  * The bags are read first (plain integer work, no gradient): bag b holds
  * the positions [offsets[b], offsets[b + 1]) of the flat input (the last
  * bag runs to its end, or with include_last_offset to the last offset); a
- * 2-d input (B, L) has offsets 0, L, 2L, ... as torch builds them.  The
+ * 2-d input (B, L) has offsets 0, L, 2L, ... as torch builds them (with
+ * include_last_offset refused: torch 1.13 mishandles it).  The
  * positions whose index is padding_idx are dropped: they add nothing, are
  * not counted by mean and never win max (torch 1.13).  Of the K kept
  * positions, kept[k] is the index, bag[k] its bag, pos[k] its position.
@@ -241,6 +242,9 @@ static int check_args(tg_tensor *w, tg_tensor *in, tg_tensor *offsets, tg_tensor
     if (in->ndim == 2) {
         TG_CHECK(offsets == NULL, TG_EINVAL, "%s: if input is 2-d, offsets has to be NULL, as "
                  "input is treated as a mini-batch of fixed length sequences", op);
+        TG_CHECK(!o->include_last_offset, TG_EINVAL, "%s: include_last_offset with a 2-d "
+                 "input is refused (torch 1.13 drops its last row, and its f64 backward "
+                 "corrupts memory)", op);
         TG_CHECK(in->shape[1] >= 1, TG_ESHAPE, "%s: a 2-d input (%lld, 0) has no bags' length",
                  op, (long long)in->shape[0]);
     } else {

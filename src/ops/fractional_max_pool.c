@@ -243,10 +243,12 @@ static int frac_check(const char *op, tg_tensor *x, int ns, const int64_t *kerne
         }
         TG_CHECK(c->o[a] >= 1, TG_EINVAL, "%s: output extent %d is %lld; must be >= 1", op, a,
                  (long long)c->o[a]);
-        TG_CHECK(c->o[a] + kernel[a] - 1 <= in, TG_EINVAL,
+        /* torch 1.13: O + K - 1 <= I in 2-d, < I in 3-d */
+        TG_CHECK(c->o[a] + kernel[a] - 1 < in + (ns == 2), TG_EINVAL,
                  "%s: kernel[%d]=%lld too large relative to input extent %lld for output "
-                 "extent %lld (output + kernel - 1 must be <= input)", op, a,
-                 (long long)kernel[a], (long long)in, (long long)c->o[a]);
+                 "extent %lld (output + kernel - 1 must be %s input)", op, a,
+                 (long long)kernel[a], (long long)in, (long long)c->o[a],
+                 ns == 2 ? "<=" : "<");
         c->k[a] = kernel[a];
     }
     return check_samples(op, x, u, ns);
