@@ -21,13 +21,15 @@ indices), .y, .grad_y, .grad_x.
 
 fractional_max_pool: metadata .ns, .kernel, .output_size (as given, "" when
 the ratio is), .output_ratio ("" when the size is), .fill ("randn", "ties",
-"nan"); tensors .x, .samples (torch.rand, x's dtype), .y, .indices, .grad_y,
+"nan", or "rounding": samples whose windows differ when the starts are
+computed in double rather than in f32); tensors .x, .samples (torch.rand, x's dtype), .y, .indices, .grad_y,
 .grad_x.
 
 embedding_bag: metadata .mode, .padding_idx ("none" or the integer given),
 .include_last_offset ("0", "1"), .psw ("0", "1"), .offsets ("0", "1");
-tensors .weight, .input (i64 or i32), .offsets (when given), .psw (when
-given), .y, .grad_y, .grad_weight, .grad_psw (when given).
+tensors .weight (every other max case integers in [-2, 2], so that bags
+tie), .input (i64 or i32), .offsets (when given), .psw (when given), .y,
+.grad_y, .grad_weight, .grad_psw (when given).
 """
 import os
 import sys
@@ -167,6 +169,20 @@ def fractional():
                 meta.update({c + ".ns": str(ns), c + ".kernel": ints(k),
                              c + ".output_size": ints(osz), c + ".output_ratio": floats(ratio),
                              c + ".fill": fill})
+    # samples whose windows differ when the starts are computed in double
+    # rather than in f32, as torch does for f32 (found by a search)
+    for dt in (F64, F32):
+        c = "case%d" % n
+        n += 1
+        x = torch.randn(1, 2, 29, 26, dtype=F64).to(dt).requires_grad_(True)
+        u = torch.tensor([[[0.5000000596046448, 0.03703641891479492]] * 2], dtype=dt)
+        y, idx = F.fractional_max_pool2d(x, (2, 2), (23, 20), return_indices=True,
+                                         _random_samples=u)
+        gy, (gx,) = grads(y, dt, [x])
+        tensors.update({c + ".x": x.detach(), c + ".samples": u, c + ".y": y.detach(),
+                        c + ".indices": idx, c + ".grad_y": gy, c + ".grad_x": gx})
+        meta.update({c + ".ns": "2", c + ".kernel": "2,2", c + ".output_size": "23,20",
+                     c + ".output_ratio": "", c + ".fill": "rounding"})
     meta["cases"] = str(n)
     write_safetensors(os.path.join(GOLD, "pool", "fractional_max_pool.safetensors"),
                       {k: v.contiguous() for k, v in tensors.items()}, meta)
@@ -202,7 +218,10 @@ def embedding_bag():
         for V, D, inp, offs, mode, pad, last, psw, idt in BAG_CASES:
             c = "case%d" % n
             n += 1
-            w = torch.randn(V, D, dtype=F64).to(dt).requires_grad_(True)
+            w = torch.randn(V, D, dtype=F64)
+            if mode == "max" and n % 2:
+                w = torch.randint(-2, 3, (V, D)).to(F64)   # ties: the first row wins
+            w = w.to(dt).requires_grad_(True)
             x = torch.tensor(inp, dtype=idt)
             o = None if offs is None else torch.tensor(offs, dtype=idt)
             ps = None
