@@ -16,8 +16,8 @@ and the gradients of sum(y * grad_y) with respect to the float inputs.
 unpool_lppool: metadata case<i>.op ("unpool" or "lppool"), .ns, .kernel,
 .stride, .padding (unpool), .output_size (unpool, "" for None), .norm_type
 and .ceil_mode (lppool); tensors .x, .indices (unpool: from
-F.max_pool<ns>d(return_indices=True), overlapping windows give repeated
-indices), .y, .grad_y, .grad_x.
+F.max_pool<ns>d(.pool_x, return_indices=True), overlapping windows give
+repeated indices), .pool_x (unpool), .y, .grad_y, .grad_x.
 
 fractional_max_pool: metadata .ns, .kernel, .output_size (as given, "" when
 the ratio is), .output_ratio ("" when the size is), .fill ("randn", "ties",
@@ -124,7 +124,7 @@ def unpool_lppool():
             y = UNPOOL[ns](x, idx, k, s, p, osz)
             gy, (gx,) = grads(y, dt, [x])
             tensors.update({c + ".x": x.detach(), c + ".indices": idx, c + ".y": y.detach(),
-                            c + ".grad_y": gy, c + ".grad_x": gx})
+                            c + ".grad_y": gy, c + ".grad_x": gx, c + ".pool_x": x0})
             osz_meta = None if osz is None else osz[-ns:]
             meta.update({c + ".op": "unpool", c + ".ns": str(ns), c + ".kernel": ints(k),
                          c + ".stride": ints(s), c + ".padding": ints(p),

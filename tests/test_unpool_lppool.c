@@ -2,7 +2,7 @@
  * PyTorch's F.max_unpool1d/2d/3d (indices from F.max_pool with
  * return_indices, repeated ones included; output_size given or not) and
  * F.lp_pool1d/2d (norm types 1 to 4, ceil_mode): values and gradients in
- * f64 and f32; gradcheck and gradgradcheck in f64; a round trip through
+ * f64 and f32; tg_max_pool_with_indices's indices as torch's; gradcheck and gradgradcheck in f64; a round trip through
  * tg_adaptive_max_pool's indices; the MaxUnpoolNd and LPPoolNd modules;
  * the refusals.  Goldens: scripts/make_pool_more_goldens.py. */
 #include <criterion/criterion.h>
@@ -51,6 +51,15 @@ Test(unpool_lppool, every_case_matches_torch)
             OK(tg_max_unpool(&y, x, (tg_tensor *)th_golden_get(f, c, "indices"), ns, &p,
                              os[0] ? osz : NULL));
             unpool++;
+            /* the indices are tg_max_pool_with_indices's, its values tg_max_pool's */
+            tg_tensor *px = (tg_tensor *)th_golden_get(f, c, "pool_x"), *py = NULL, *pi = NULL,
+                      *pz = NULL;
+            OK(tg_max_pool_with_indices(&py, &pi, px, ns, &p));
+            OK(tg_max_pool(&pz, px, ns, &p));
+            th_expect_same_bits(c, px, pi, th_golden_get(f, c, "indices"));
+            th_expect_same_bits(c, px, py, pz);
+            cr_assert(tg_tensor_requires_grad(pi) == false, "%s", c);
+            th_release_all(3, (tg_tensor *[]){py, pi, pz});
         } else {
             p.ceil_mode = atoi(th_golden_meta(f, c, "ceil_mode")) != 0;
             OK(tg_lp_pool(&y, x, ns, atof(th_golden_meta(f, c, "norm_type")), &p));
@@ -66,6 +75,28 @@ Test(unpool_lppool, every_case_matches_torch)
     cr_assert(unpool >= 20 && lppool >= 16 && per_ns[3] >= 6, "golden has %d unpool, %d "
               "lppool, %d 3-d cases", unpool, lppool, per_ns[3]);
     tg_st_free(f);
+}
+
+/* max_pool_with_indices: the output keeps max_pool's gradient; the
+ * refusals of a NULL or shared indices place. */
+Test(unpool_lppool, max_pool_with_indices)
+{
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&p, 2, 0, 0);
+    tg_tensor *x = th_tensor_from(TG_F64, 3, (int64_t[]){1, 1, 6},
+                                  (double[]){1, 4, 3, 2, 5, 5});
+    tg_tensor *y = NULL, *idx = NULL, *s = NULL;
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_max_pool_with_indices(&y, &idx, x, 1, &p));
+    const double wi[] = {1, 2, 4}, wg[] = {0, 1, 1, 0, 1, 0};
+    for (int i = 0; i < 3; i++) cr_assert(eq(dbl, th_at(idx, i), wi[i]), "idx[%d]", i);
+    OK(tg_sum(&s, y));
+    OK(tg_backward(s, NULL, NULL));
+    for (int i = 0; i < 6; i++) cr_assert(eq(dbl, th_at(tg_tensor_grad(x), i), wg[i]), "%d", i);
+    th_expect_refused_clean(tg_max_pool_with_indices(out_, NULL, x, 1, &p), TG_EINVAL, "NULL");
+    th_expect_refused_clean(tg_max_pool_with_indices(out_, out_, x, 1, &p), TG_EINVAL,
+                            "two different");
+    th_release_all(4, (tg_tensor *[]){x, y, idx, s});
 }
 
 /* max_unpool of adaptive max pooling's indices puts each maximum back

@@ -101,6 +101,16 @@ TG_API int tg_pool_output_size(int64_t *out, int n_spatial, const int64_t *in,
  * TG_EDTYPE for an integer x. */
 TG_API int tg_avg_pool(tg_tensor **out, tg_tensor *x, int n_spatial, const tg_pool_params *p);
 TG_API int tg_max_pool(tg_tensor **out, tg_tensor *x, int n_spatial, const tg_pool_params *p);
+/* tg_max_pool with return_indices=True: *indices receives a new i64
+ * tensor of *out's shape holding each maximum's flat index within its
+ * (b, c) plane of x (row-major over the n_spatial dims), PyTorch's returned
+ * indices, which tg_max_unpool takes; -1 for a dilated window with no
+ * element inside x.  The indices never require grad; *out is tg_max_pool's
+ * (its gradients).  On error out and indices are untouched.  Errors as
+ * tg_max_pool, and TG_EINVAL for a NULL indices or out and indices the
+ * same place. */
+TG_API int tg_max_pool_with_indices(tg_tensor **out, tg_tensor **indices, tg_tensor *x,
+                                    int n_spatial, const tg_pool_params *p);
 
 /* An Upsample module's interpolation (tg_nn_upsample_mode). */
 typedef enum tg_upsample_mode {
@@ -216,8 +226,8 @@ TG_API int tg_adaptive_max_pool(tg_tensor **out, tg_tensor **indices, tg_tensor 
  * unbatched (C, S...), float dtypes.  Each element of x is put at its
  * index in a zeroed output plane: indices (i64, x's shape) hold flat
  * indices within each (b, c) plane of the output, row-major over its
- * n_spatial dims, as tg_adaptive_max_pool and tg_fractional_max_pool give
- * them (and as PyTorch's max_pool with return_indices=True); an index named
+ * n_spatial dims, as tg_max_pool_with_indices, tg_adaptive_max_pool and
+ * tg_fractional_max_pool give them (PyTorch's); an index named
  * twice keeps the later element, as torch's CPU kernel.  Only p's kernel,
  * stride (0: the kernel) and padding are read.  The output extents are
  * output_size[0..n_spatial) when not NULL, each strictly between

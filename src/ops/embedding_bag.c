@@ -273,7 +273,8 @@ static int check_args(tg_tensor *w, tg_tensor *in, tg_tensor *offsets, tg_tensor
 }
 
 static int embedding_bag(tg_tensor **y, tg_tensor *w, tg_tensor *in, tg_tensor *offsets,
-                         tg_tensor *psw, const tg_embedding_bag_opts *o, const tg_embedding_opts *eo)
+                         tg_tensor *psw, const tg_embedding_bag_opts *o,
+                         const tg_embedding_opts *eo)
 {
     const int64_t n_in = tg_tensor_numel(in);
     int64_t *iv = NULL, *off = NULL, n_off;
@@ -313,7 +314,8 @@ int tg_embedding_bag(tg_tensor **out, tg_tensor *weight, tg_tensor *input, tg_te
                      tg_tensor *per_sample_weights, const tg_embedding_bag_opts *opts)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
-    const tg_embedding_bag_opts o = opts ? *opts : (tg_embedding_bag_opts)TG_EMBEDDING_BAG_OPTS_INIT;
+    const tg_embedding_bag_opts o =
+        opts ? *opts : (tg_embedding_bag_opts)TG_EMBEDDING_BAG_OPTS_INIT;
     TG_TRY(check_args(weight, input, offsets, per_sample_weights, &o));
     tg_embedding_opts e = TG_EMBEDDING_OPTS_INIT, eo;
     e.padding_idx = o.padding_idx;
