@@ -5,7 +5,7 @@
  * (ceil_mode, count_include_pad, dilation) with the graph expected node by
  * node, AdaptiveAvgPool and AdaptiveMaxPool (global, kernel = stride;
  * uneven windows refused), and LayerNorm, GroupNorm and InstanceNorm (with and without running
- * statistics).
+ * statistics), and LPPool (even norm types; the others refused).
  * Each case writes its files into the test's temporary folder and
  * check_cases runs onnx's checker and ONNX Runtime over it (onnx_cases.h). */
 #include <criterion/criterion.h>
@@ -520,3 +520,77 @@ Test(onnx_resample, layer_and_group_norm_match_onnxruntime)
     tg_module_release(seq);
 }
 
+
+/* ---- LPPool ---- */
+
+/* LPPool1d/2d with an even norm_type is one LpPool node, which ONNX
+ * Runtime computes as tapegrad (ceil_mode without a window cut short
+ * included); an odd norm_type (ONNX sums |x|^p, torch x^p), a window cut
+ * short and an unbatched input are refused, nothing written. */
+Test(onnx_resample, lp_pool_matches_onnxruntime)
+{
+    need_onnx();
+    static const struct {
+        const char *name;
+        int ns;
+        double p;
+        int64_t k[2], s[2], in[4];
+        bool ceil;
+        const char *graph;
+    } cases[] = {
+        {"lppool1d_p2", 1, 2, {3}, {2}, {2, 3, 9}, false,
+         "\"ops\": [\"LpPool\"], \"attributes\": {\"LpPool\": {\"kernel_shape\": [3], "
+         "\"strides\": [2], \"pads\": [0, 0], \"p\": 2}}"},
+        {"lppool2d_p4", 2, 4, {2, 3}, {0, 0}, {2, 2, 6, 7}, false,
+         "\"ops\": [\"LpPool\"], \"attributes\": {\"LpPool\": {\"kernel_shape\": [2, 3], "
+         "\"strides\": [2, 3], \"p\": 4}}"},
+        {"lppool2d_p2_ceil_whole", 2, 2, {2, 2}, {2, 2}, {1, 3, 6, 8}, true,
+         "\"ops\": [\"LpPool\"]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        tg_pool_params p = TG_POOL_PARAMS_INIT;
+        for (int a = 0; a < cases[i].ns; a++) {
+            p.kernel[a] = cases[i].k[a];
+            p.stride[a] = cases[i].s[a];
+        }
+        p.ceil_mode = cases[i].ceil;
+        tg_module *m = NULL;
+        cr_assert(tg_nn_lp_pool_new(&m, cases[i].ns, cases[i].p, &p) == TG_OK);
+        tg_tensor *x = th_rand_uniform(TG_F32, cases[i].ns + 2, cases[i].in, 900 + i);
+        case_graph = cases[i].graph;
+        write_case(cases[i].name, m, x, 1e-5, 1e-6, NULL, NULL);
+        tg_module_release(m);
+        tg_tensor_release(x);
+    }
+    check_cases();
+
+    char path[256];
+    th_tmp_path(path, sizeof path, "lppool_refused.onnx");
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&p, 2, 0, 0);
+    const struct {
+        double norm;
+        bool ceil;
+        int nd;
+        int64_t in[4];
+        const char *words;
+    } refused[] = {
+        {3, false, 4, {1, 2, 4, 4}, "(LPPool2d) has norm_type 3"},
+        {1, false, 4, {1, 2, 4, 4}, "(LPPool2d) has norm_type 1"},
+        {2, true, 4, {1, 2, 5, 4}, "(LPPool2d) has a ceil_mode window cut short by the end of "
+                                   "spatial dim 0"},
+        {2, false, 3, {2, 4, 4}, "(LPPool2d) runs on an unbatched input (3 dims)"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        p.ceil_mode = refused[i].ceil;
+        tg_module *m = NULL;
+        cr_assert(tg_nn_lp_pool_new(&m, 2, refused[i].norm, &p) == TG_OK);
+        tg_tensor *x = th_rand_uniform(TG_F32, refused[i].nd, refused[i].in, 5);
+        cr_assert(eq(int, tg_onnx_export(m, x, path, NULL), TG_EUNSUPPORTED), "%zu: %s", i,
+                  tg_error_message());
+        th_expect_in(tg_error_message(), refused[i].words);
+        cr_assert(th_exists(path) == false, "a refused export left %s", path);
+        tg_module_release(m);
+        tg_tensor_release(x);
+    }
+}

@@ -526,6 +526,39 @@ TG_API int tg_nn_adaptive_avg_pool_new(tg_module **out, int n_spatial,
  * tg_nn_adaptive_avg_pool_new's, with its errors. */
 TG_API int tg_nn_adaptive_max_pool_new(tg_module **out, int n_spatial,
                                        const int64_t *output_size);
+/* nn.MaxUnpool{1,2,3}d(kernel, stride, padding) over n_spatial dims (type
+ * names "MaxUnpool1d", ...): no parameters or buffers; forward takes two
+ * inputs, (x, indices) (tg_module_forward_n with n = 2), and is
+ * tg_max_unpool with p's kernel, stride (0: the kernel) and padding and
+ * the default output size (torch's forward(input, indices, output_size)
+ * has a third argument; call tg_max_unpool for it).  TG_EINVAL for a NULL
+ * out or p, n_spatial outside 1..3 or a kernel, stride or padding out of
+ * range. */
+TG_API int tg_nn_max_unpool_new(tg_module **out, int n_spatial, const tg_pool_params *p);
+/* A MaxUnpoolNd's n_spatial and parameters (strides resolved). */
+TG_API int tg_nn_max_unpool_params(const tg_module *m, int *n_spatial, tg_pool_params *p);
+/* nn.LPPool{1,2}d(norm_type, kernel, stride, ceil_mode) (type names
+ * "LPPool1d", "LPPool2d"): forward is tg_lp_pool.  p's padding must be 0
+ * and its dilation 1; TG_EINVAL for a NULL out or p, n_spatial not 1 or 2,
+ * a norm_type that is 0 or not finite, or a parameter out of range. */
+TG_API int tg_nn_lp_pool_new(tg_module **out, int n_spatial, double norm_type,
+                             const tg_pool_params *p);
+/* An LPPoolNd's n_spatial, norm_type and parameters (strides resolved). */
+TG_API int tg_nn_lp_pool_params(const tg_module *m, int *n_spatial, double *norm_type,
+                                tg_pool_params *p);
+/* nn.FractionalMaxPool{2,3}d(kernel, output_size | output_ratio) over
+ * n_spatial (2 or 3) dims (type names "FractionalMaxPool2d", ...),
+ * return_indices=False: forward is tg_fractional_max_pool with samples
+ * U[0, 1) of x's dtype drawn for each call (the k-th forward from counter
+ * block k << 40 of seed), as torch draws them with torch.rand.  kernel and
+ * output_size or output_ratio (exactly one; NULL for the other) are
+ * copied.  TG_EINVAL for a NULL out or kernel, n_spatial not 2 or 3, both
+ * or neither of output_size and output_ratio, a kernel or output_size entry
+ * outside [1, TG_POOL_MAX_PARAM] or a ratio outside (0, 1) (torch's
+ * "output_ratio must be between 0 and 1"). */
+TG_API int tg_nn_fractional_max_pool_new(tg_module **out, int n_spatial, const int64_t *kernel,
+                                         const int64_t *output_size,
+                                         const double *output_ratio, uint64_t seed);
 /* nn.Upsample(scale_factor=scale, mode='linear' | 'bilinear' | 'trilinear'
  * for n_spatial 1, 2, 3, align_corners=align_corners) with integer factors
  * (type name "Upsample"): forward is tg_upsample_linear to the extents
@@ -669,6 +702,23 @@ TG_API int tg_nn_embedding_from_pretrained(tg_module **out, tg_tensor *embedding
 /* The options an Embedding was made with (padding_idx counted from the
  * start); TG_EINVAL for NULL arguments or, naming its type, another module. */
 TG_API int tg_nn_embedding_options(const tg_module *m, tg_embedding_opts *opts);
+/* nn.EmbeddingBag(num_embeddings, dim, ...) (type name "EmbeddingBag"):
+ * weight (num_embeddings, dim) ~ N(0, 1), padding_idx's row zeroed;
+ * forward is tg_embedding_bag with opts (NULL: TG_EMBEDDING_BAG_OPTS_INIT,
+ * mode mean) and takes (input) or (input, per_sample_weights) for a 2-d
+ * input, (input, offsets) or (input, offsets, per_sample_weights) for a
+ * 1-d one (tg_module_forward_n).  TG_EINVAL for a NULL out or rng,
+ * extents below 1, a bad mode or padding_idx, or max with sparse or
+ * scale_grad_by_freq. */
+TG_API int tg_nn_embedding_bag_new(tg_module **out, int64_t num_embeddings, int64_t dim,
+                                   const tg_embedding_bag_opts *opts, tg_rng *rng);
+/* nn.EmbeddingBag.from_pretrained(embeddings, freeze, ...): the weight is a
+ * copy of embeddings (V, D) of a float dtype (borrowed), not requiring
+ * grad when freeze; its padding_idx row is kept as it is, as torch's. */
+TG_API int tg_nn_embedding_bag_from_pretrained(tg_module **out, tg_tensor *embeddings,
+                                               bool freeze, const tg_embedding_bag_opts *opts);
+/* An EmbeddingBag's options (padding_idx counted from the start). */
+TG_API int tg_nn_embedding_bag_options(const tg_module *m, tg_embedding_bag_opts *opts);
 /* nn.Sequential: its forward runs the children in order.  A child's failure
  * keeps its status, its message led by the child's path and type: "in
  * enc.2 (Linear): linear: x is (3, 7) and w is (2, 6): ..." (nested

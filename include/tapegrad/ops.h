@@ -593,6 +593,62 @@ typedef struct tg_embedding_opts {
 /* tg_embedding with opts (NULL: TG_EMBEDDING_OPTS_INIT, tg_embedding). */
 TG_API int tg_embedding_ex(tg_tensor **out, tg_tensor *weight, tg_tensor *indices,
                            const tg_embedding_opts *opts);
+/* F.embedding_bag's reductions (its mode strings). */
+typedef enum tg_embedding_bag_mode {
+    TG_EMBEDDING_BAG_SUM = 0,
+    TG_EMBEDDING_BAG_MEAN = 1,
+    TG_EMBEDDING_BAG_MAX = 2,
+} tg_embedding_bag_mode;
+/* F.embedding_bag's options: mode (torch's default mean), padding_idx
+ * (TG_EMBEDDING_NO_PADDING for none; negative counts from the end),
+ * include_last_offset, and max_norm, norm_type, scale_grad_by_freq and
+ * sparse as tg_embedding_opts's. */
+typedef struct tg_embedding_bag_opts {
+    tg_embedding_bag_mode mode;
+    int64_t padding_idx;
+    bool include_last_offset;
+    double max_norm;
+    double norm_type;
+    bool scale_grad_by_freq;
+    bool sparse;
+} tg_embedding_bag_opts;
+#define TG_EMBEDDING_BAG_OPTS_INIT                                                            \
+    {.mode = TG_EMBEDDING_BAG_MEAN, .padding_idx = TG_EMBEDDING_NO_PADDING,                    \
+     .include_last_offset = false, .max_norm = 0, .norm_type = 2,                             \
+     .scale_grad_by_freq = false, .sparse = false}
+/* F.embedding_bag(input, weight, offsets, ..., per_sample_weights, ...):
+ * (num_bags, D), each bag's rows of weight (V, D, a float dtype) reduced
+ * by opts->mode (opts NULL: TG_EMBEDDING_BAG_OPTS_INIT).  input holds i64
+ * or i32 indices in [0, V): 1-d with offsets (1-d, input's dtype; bag b
+ * covers positions [offsets[b], offsets[b+1]), the last bag to the end of
+ * input, or with include_last_offset the offsets' last entry ends the last
+ * bag and there is one bag fewer), or 2-d (B, L) with offsets NULL, bag b
+ * its row b (include_last_offset is then refused: torch 1.13 drops the
+ * last row, and its f64 backward corrupts memory).  offsets[0] is 0, offsets
+ * do not decrease (torch does not check this) and end at most at input's
+ * length.  Positions whose index is padding_idx are left out: they add
+ * nothing, mean does not count them and max never picks them.  An empty
+ * bag gives zeros.  sum adds the rows in input order, each times its
+ * per_sample_weights entry when per_sample_weights (input's shape,
+ * weight's dtype; sum only) is not NULL; mean divides the sum by the
+ * bag's count; max takes each column's largest (the bag's first row, then
+ * a greater one, as torch's scan).  Gradients of every order in weight and
+ * per_sample_weights, torch's: g (over the count) added into each picked
+ * row, or into each column's max row.  sparse (sum and mean): weight's
+ * gradient is a sparse COO tensor with one row per kept position
+ * (tg_embedding_opts's sparse).  max_norm > 0 renormalises, in place and
+ * first, the rows input picks (tg_embedding_opts's).  *out receives a new
+ * reference; on error it is untouched.  TG_EINVAL for a NULL out, weight
+ * or input, a bad mode or padding_idx, offsets given with a 2-d input or
+ * missing with a 1-d one, include_last_offset with a 2-d input, an index
+ * or offset breaking the rules above,
+ * per_sample_weights with mode mean or max, max with scale_grad_by_freq or
+ * sparse, sparse with scale_grad_by_freq; TG_ESHAPE for weight not 2-d,
+ * input not 1-d or 2-d (or (B, 0)), offsets not 1-d, per_sample_weights
+ * not of input's shape; TG_EDTYPE for the dtypes. */
+TG_API int tg_embedding_bag(tg_tensor **out, tg_tensor *weight, tg_tensor *input,
+                            tg_tensor *offsets, tg_tensor *per_sample_weights,
+                            const tg_embedding_bag_opts *opts);
 /* ---- reductions ----
  * Float inputs give their own dtype (summed in double, rounded once); over
  * no elements a sum is 0 and a mean NaN, as in PyTorch.  An integer input's

@@ -101,6 +101,16 @@ TG_API int tg_pool_output_size(int64_t *out, int n_spatial, const int64_t *in,
  * TG_EDTYPE for an integer x. */
 TG_API int tg_avg_pool(tg_tensor **out, tg_tensor *x, int n_spatial, const tg_pool_params *p);
 TG_API int tg_max_pool(tg_tensor **out, tg_tensor *x, int n_spatial, const tg_pool_params *p);
+/* tg_max_pool with return_indices=True: *indices receives a new i64
+ * tensor of *out's shape holding each maximum's flat index within its
+ * (b, c) plane of x (row-major over the n_spatial dims), PyTorch's returned
+ * indices, which tg_max_unpool takes; -1 for a dilated window with no
+ * element inside x.  The indices never require grad; *out is tg_max_pool's
+ * (its gradients).  On error out and indices are untouched.  Errors as
+ * tg_max_pool, and TG_EINVAL for a NULL indices or out and indices the
+ * same place. */
+TG_API int tg_max_pool_with_indices(tg_tensor **out, tg_tensor **indices, tg_tensor *x,
+                                    int n_spatial, const tg_pool_params *p);
 
 /* An Upsample module's interpolation (tg_nn_upsample_mode). */
 typedef enum tg_upsample_mode {
@@ -210,6 +220,82 @@ TG_API int tg_adaptive_avg_pool(tg_tensor **out, tg_tensor *x, int n_spatial,
  * when out and indices are the same pointer. */
 TG_API int tg_adaptive_max_pool(tg_tensor **out, tg_tensor **indices, tg_tensor *x,
                                 int n_spatial, const int64_t *output_size);
+
+/* MaxUnpool{1,2,3}d: F.max_unpool1d/2d/3d(x, indices, kernel, stride,
+ * padding, output_size) over the last n_spatial dims of x, (B, C, S...) or
+ * unbatched (C, S...), float dtypes.  Each element of x is put at its
+ * index in a zeroed output plane: indices (i64, x's shape) hold flat
+ * indices within each (b, c) plane of the output, row-major over its
+ * n_spatial dims, as tg_max_pool_with_indices, tg_adaptive_max_pool and
+ * tg_fractional_max_pool give them (PyTorch's); an index named
+ * twice keeps the later element, as torch's CPU kernel.  Only p's kernel,
+ * stride (0: the kernel) and padding are read.  The output extents are
+ * output_size[0..n_spatial) when not NULL, each strictly between
+ * D - stride and D + stride, D = (S - 1)*stride + kernel - 2*padding (the
+ * default, used when output_size is NULL), as torch's _unpool_output_size.
+ * Gradients of every order: dx gathers g at the indices (every element,
+ * an overwritten one too, as torch's), and that gather's gradient adds into
+ * the indices.  *out receives a new reference; on error it is untouched.
+ * TG_EINVAL for a NULL out, x, indices or p, n_spatial outside 1..3, bad
+ * parameters, an output_size entry out of its range or an output extent
+ * below 1, or an index outside [0, the output plane's size) ("found an
+ * invalid max index"); TG_ESHAPE when x's rank is not n_spatial + 1 or + 2,
+ * a dim but the batch is 0 or indices' shape is not x's; TG_EDTYPE for an
+ * integer x or indices not i64. */
+TG_API int tg_max_unpool(tg_tensor **out, tg_tensor *x, tg_tensor *indices, int n_spatial,
+                         const tg_pool_params *p, const int64_t *output_size);
+
+/* LPPool{1,2}d: F.lp_pool1d/2d(x, norm_type, kernel, stride, ceil_mode)
+ * over the last n_spatial (1 or 2) dims of x: torch 1.13's composition
+ *   a = avg_pool(x^p, kernel, stride, padding 0, ceil_mode)
+ *   y = (sign(a) * relu(|a|) * prod(kernel))^(1/p)
+ * i.e. the p-norm of each window (a ceil_mode window cut short by x's end
+ * is averaged over its part and multiplied by the full kernel size, as
+ * torch's).  Only p's kernel, stride (0: the kernel) and ceil_mode are
+ * read; its padding must be 0 and its dilation 1.  norm_type is finite and
+ * not 0.  Differentiable to any order (the gradients of the parts; a
+ * window summing to 0 has an infinite or NaN gradient for p > 1, as
+ * torch's).  *out receives a new reference; on error it is untouched.
+ * TG_EINVAL for a NULL argument, n_spatial not 1 or 2 (LPPool3d came after
+ * torch 1.13), a bad norm_type or parameter; otherwise tg_avg_pool's
+ * errors. */
+TG_API int tg_lp_pool(tg_tensor **out, tg_tensor *x, int n_spatial, double norm_type,
+                      const tg_pool_params *p);
+
+/* FractionalMaxPool{2,3}d: F.fractional_max_pool2d/3d(x, kernel,
+ * output_size | output_ratio, return_indices=indices != NULL,
+ * _random_samples) over the last n_spatial (2 or 3) dims of x, (B, C, S...)
+ * or unbatched (C, S...), f32 or f64.  Give exactly one of output_size
+ * (n_spatial extents, each >= 1) and output_ratio (each in (0, 1); the
+ * extent is int(S * ratio), as torch's).  Along an axis of extent I pooled
+ * to O with kernel K (O + K - 1 <= I for n_spatial 2, < I for 3, as
+ * torch 1.13 checks), output o is the maximum over the K
+ * elements from
+ *   start[o] = int((o + u) * alpha) - int(u * alpha)  (o < O - 1),
+ *   start[O - 1] = I - K,     alpha = (I - K) / (O - 1),
+ * computed in x's dtype as torch's CPU kernel, u the plane's sample for
+ * that axis: random_samples is (B, C, n_spatial) ((1, C, n_spatial)
+ * unbatched) of x's dtype with values in [0, 1), column 0 for the last
+ * axis and 1 for the first when n_spatial is 2 (torch's W, H), columns
+ * 0, 1, 2 for the axes in order when 3 (T, H, W).  So the same samples give
+ * torch's values and indices to the bit.  Each window is scanned as
+ * max_pool's (ties: the first; the last NaN wins).  When indices is not
+ * NULL it receives a new i64 tensor of *out's shape: each maximum's flat
+ * index within its (b, c) plane of x (no gradient).  Gradients of every
+ * order: g is added into each window's maximum (max_pool's), an op whose
+ * own gradient picks those elements again.  The module
+ * (tg_nn_fractional_max_pool_new) draws the samples from its generator.
+ * *out receives a new reference; on error out and indices are untouched.
+ * TG_EINVAL for a NULL out, x, kernel or random_samples, out and indices
+ * the same place, n_spatial not 2 or 3, both or neither of output_size and
+ * output_ratio, a kernel outside [1, I], an output extent below 1 or with
+ * O + K - 1 too large, or a sample outside [0, 1); TG_ESHAPE for x's rank, an
+ * empty dim but the batch or random_samples' shape; TG_EDTYPE for x not
+ * f32 or f64 or random_samples of another dtype. */
+TG_API int tg_fractional_max_pool(tg_tensor **out, tg_tensor **indices, tg_tensor *x,
+                                  int n_spatial, const int64_t *kernel,
+                                  const int64_t *output_size, const double *output_ratio,
+                                  tg_tensor *random_samples);
 
 #ifdef __cplusplus
 }

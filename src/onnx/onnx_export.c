@@ -137,6 +137,8 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"QuantizedLinear", tg__onnx_emit_qdq, NULL, NULL, NULL},
     {"QuantizedConv", tg__onnx_emit_qdq, NULL, NULL, NULL},
     {"QuantizedConvTranspose", tg__onnx_emit_qdq, NULL, NULL, NULL},
+    {"LPPool1d", tg__onnx_emit_lp_pool, NULL, NULL, NULL},
+    {"LPPool2d", tg__onnx_emit_lp_pool, NULL, NULL, NULL},
 };
 
 /* A value of the graph: its name and tapegrad's tensor for it (owned). */

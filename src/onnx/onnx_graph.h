@@ -186,6 +186,8 @@ int tg__onnx_emit_fold(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_upsample(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_pool(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_adaptive_pool(const tg__onnx_site *s, const char **y);
+/* LPPoolNd as LpPool (an even integer norm_type only; onnx_pool.c). */
+int tg__onnx_emit_lp_pool(const tg__onnx_site *s, const char **y);
 /* TG_EUNSUPPORTED naming the module and onnx_op unless s's input is (N, C,
  * S...) with ns spatial dims (onnx_pool.c). */
 int tg__onnx_need_batched(const tg__onnx_site *s, int ns, const char *onnx_op);

@@ -24,6 +24,11 @@
  *                 windows overlap unevenly
  *   AdaptiveMaxPoolNd -> GlobalMaxPool or MaxPool the same way (ties and
  *                 NaNs as ONNX Runtime's MaxPool takes them)
+ *   LPPoolNd   -> LpPool(kernel_shape, strides, pads 0, p): ONNX sums
+ *                 |x|^p, torch x^p, the same for an even integer p only
+ *                 (others refused); a ceil_mode window cut short by x's
+ *                 end, which torch averages over its part and multiplies
+ *                 by the kernel's size, is refused too
  * ONNX's ceil_mode is not PyTorch's: opset 17 rounds the output extent up
  * without dropping a window that would start in the right padding, and
  * AveragePool's count_include_pad counts every padded element of a window.
@@ -220,4 +225,31 @@ int tg__onnx_emit_adaptive_pool(const tg__onnx_site *s, const char **y)
     TG_TRY(tg__onnx_attr_ints(s->g, n, "pads", 2 * ns, zeros));
     TG_TRY(tg__onnx_attr_int(s->g, n, "ceil_mode", 0));
     return max ? TG_OK : tg__onnx_attr_int(s->g, n, "count_include_pad", 0);
+}
+
+int tg__onnx_emit_lp_pool(const tg__onnx_site *s, const char **y)
+{
+    int ns;
+    double pn;
+    tg_pool_params p;
+    TG_TRY(tg_nn_lp_pool_params(s->m, &ns, &pn, &p));
+    const char *path = s->path[0] ? s->path : "<top>", *type = tg_module_type_name(s->m);
+    TG_TRY(tg__onnx_need_batched(s, ns, "LpPool"));
+    TG_CHECK(pn > 0 && pn <= 64 && fmod(pn, 2) == 0, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (%s) has norm_type %g: ONNX's LpPool sums |x|^p and "
+             "torch's LPPool x^p, the same only for an even integer p", path, type, pn);
+    for (int a = 0; a < ns; a++) {
+        const int64_t in = tg_tensor_dim(s->xt, 2 + a), out = tg_tensor_dim(s->yt, 2 + a);
+        TG_CHECK((out - 1) * p.stride[a] + p.kernel[a] <= in, TG_EUNSUPPORTED,
+                 "onnx_export: module '%s' (%s) has a ceil_mode window cut short by the end "
+                 "of spatial dim %d (extent %lld): torch scales it by the kernel's size over "
+                 "its count, which LpPool does not", path, type, a, (long long)in);
+    }
+    const int64_t zeros[2 * TG_POOL_MAX_SPATIAL] = {0};
+    tg__onnx_node *n = NULL;
+    TG_TRY(tg__onnx_add(s->g, &n, y, s->scope, "LpPool", 1, (const char *const[]){s->x}));
+    TG_TRY(tg__onnx_attr_ints(s->g, n, "kernel_shape", ns, p.kernel));
+    TG_TRY(tg__onnx_attr_ints(s->g, n, "strides", ns, p.stride));
+    TG_TRY(tg__onnx_attr_ints(s->g, n, "pads", 2 * ns, zeros));
+    return tg__onnx_attr_int(s->g, n, "p", (int64_t)pn);
 }

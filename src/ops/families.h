@@ -37,7 +37,7 @@
     X(interpolate, 4)    /* interpolate.c: upsample_linear, upsample_bicubic, their _backward */ \
     X(interpolate_aa, 4) /* interpolate_aa.c: upsample_bilinear2d_aa, upsample_bicubic2d_aa, their _backward */ \
     X(avg_pool, 2)       /* avg_pool.c: avg_pool avg_pool_backward */         \
-    X(max_pool, 3)       /* max_pool.c: max_pool max_pool_backward max_pool_gather */ \
+    X(max_pool, 4)       /* max_pool.c: max_pool _backward _gather _indices */ \
     X(adaptive_pool, 2)  /* adaptive_pool.c: adaptive_avg_pool adaptive_avg_pool_backward */ \
     X(adaptive_max_pool, 4) /* adaptive_max_pool.c: adaptive_max_pool _indices _backward _gather */\
     X(softmax, 2)        /* softmax.c: softmax log_softmax */                 \
@@ -92,7 +92,8 @@
     X(xlogy, 3)          /* xlogy_hypot.c: xlogy xlog1py hypot */ \
     X(special_math, 4)   /* special_math.c: erfc erfinv logit sinc */ \
     X(gamma, 3)          /* gamma.c: lgamma digamma polygamma */ \
-    X(frac, 3)           /* frac_copysign.c: frac copysign heaviside */
+    X(frac, 3)           /* frac_copysign.c: frac copysign heaviside */ \
+    X(fractional_max_pool, 1) /* fractional_max_pool.c: fractional_max_pool_indices */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];

@@ -1,5 +1,6 @@
 /* src/ops/max_pool.c - max_pool(x) (MaxPool1d/2d/3d), its gradient
- * max_pool_backward and that one's gradient max_pool_gather.
+ * max_pool_backward and that one's gradient max_pool_gather, and
+ * max_pool_indices(x), the indices alone (F.max_pool's return_indices).
  *
  * Along each spatial axis of extent I, window o holds the indices
  * o*s - p + j*d, j = 0..k-1, that lie in [0, I).  The forward picks in each
@@ -25,7 +26,8 @@
 #include "ops/pool_internal.h"
 #include "tapegrad/pool.h"
 
-static const tg_op_schema max_pool_op, max_pool_backward_op, max_pool_gather_op;
+static const tg_op_schema max_pool_op, max_pool_backward_op, max_pool_gather_op,
+    max_pool_indices_op;
 
 static int max_pool_shape(int n, tg_tensor *const *in, const void *params, tg_dtype *dtype,
                           int *ndim, int64_t *shape)
@@ -34,12 +36,10 @@ static int max_pool_shape(int n, tg_tensor *const *in, const void *params, tg_dt
     return tg__pool_forward_shape(TG__MAX_POOL, in, params, dtype, ndim, shape);
 }
 
-/* y and, when recorded, the indices (saved for the backward). */
-static int max_pool_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
-                            const void *params)
+/* y = max_pool(x) for call `params` into a new *y, and the indices into a
+ * new i64 *idx when idx is not NULL. */
+static int max_pool_run(tg_tensor *x, const void *params, tg_tensor **y, tg_tensor **idx)
 {
-    (void)n;
-    tg_tensor *x = in[0];
     tg__pool_call c;
     int64_t os[TG_MAX_DIMS];
     TG_TRY(tg__pool_prepare_x(TG__MAX_POOL, params, x, &c, os));
@@ -50,13 +50,26 @@ static int max_pool_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
     const tg_dtype cdt = g.in_plane > INT32_MAX ? TG_F64 : tg__compute_dtype(x->dtype);
     tg__pool_axes ax;
     TG_TRY(tg__pool_axes_init(&ax, &g, false, cdt));
-    tg_tensor *idx = ctx ? tg__tensor_uninit(TG_I64, c.ndim, os) : NULL, *y = NULL;
-    int rc = idx || !ctx ? TG_OK : TG_ENOMEM;
+    tg_tensor *it = idx ? tg__tensor_uninit(TG_I64, c.ndim, os) : NULL;
+    int rc = it || !idx ? TG_OK : TG_ENOMEM;
     if (rc >= 0) {
         tg__pool_job j = {.g = &g, .ax = &ax,
-                          .idx_out = idx ? (int64_t *)idx->storage->data : NULL};
-        rc = tg__pool_run(&tg__max_pool_kernels, &j, cdt, x, c.ndim, os, false, &y);
+                          .idx_out = it ? (int64_t *)it->storage->data : NULL};
+        rc = tg__pool_run(&tg__max_pool_kernels, &j, cdt, x, c.ndim, os, false, y);
     }
+    if (rc >= 0 && idx) *idx = it;
+    else tg_tensor_release(it);
+    tg__pool_axes_free(&ax);
+    return rc;
+}
+
+/* y and, when recorded, the indices (saved for the backward). */
+static int max_pool_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                            const void *params)
+{
+    (void)n;
+    tg_tensor *y = NULL, *idx = NULL;
+    int rc = max_pool_run(in[0], params, &y, ctx ? &idx : NULL);
     if (rc >= 0 && idx) rc = tg__ctx_save(ctx, idx);
     if (rc >= 0) {
         *out = y;
@@ -64,8 +77,26 @@ static int max_pool_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *cons
     }
     tg_tensor_release(idx);
     tg_tensor_release(y);
-    tg__pool_axes_free(&ax);
     return rc < 0 ? rc : TG_OK;
+}
+
+static int max_pool_indices_shape(int n, tg_tensor *const *in, const void *params,
+                                  tg_dtype *dtype, int *ndim, int64_t *shape)
+{
+    TG_TRY(max_pool_shape(n, in, params, dtype, ndim, shape));
+    *dtype = TG_I64;
+    return TG_OK;
+}
+
+/* The indices alone (the maxima computed on the way are dropped). */
+static int max_pool_indices_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                                    const void *params)
+{
+    (void)ctx, (void)n;
+    tg_tensor *y = NULL;
+    const int rc = max_pool_run(in[0], params, &y, out);
+    tg_tensor_release(y);
+    return rc;
 }
 
 /* Checks the indices of call c (an i64 tensor of shape `want`, each in
@@ -200,9 +231,14 @@ static const tg_op_schema max_pool_gather_op = {
     .backward = max_gather_backward, .double_backward = true,
     .vjp = "da = max_pool_backward(g, indices); the indices get none"};
 
+static const tg_op_schema max_pool_indices_op = {
+    .name = "max_pool_indices", .arity = 1, .amp = TG_AMP_KEEP,
+    .forward = max_pool_indices_forward, .shape = max_pool_indices_shape,
+    .vjp = "no gradient: the result is indices"};
+
 /* The family's schemas, registered by src/ops/families.c. */
 const tg_op_schema *const tg__max_pool_ops[] = {&max_pool_op, &max_pool_backward_op,
-                                                &max_pool_gather_op};
+                                                &max_pool_gather_op, &max_pool_indices_op};
 static_assert(sizeof tg__max_pool_ops / sizeof tg__max_pool_ops[0] == TG__max_pool_N,
               "src/ops/families.h must count the max_pool ops");
 
@@ -215,4 +251,25 @@ int tg_max_pool(tg_tensor **out, tg_tensor *x, int n_spatial, const tg_pool_para
     TG_TRY(tg__pool_check_params(op, TG__MAX_POOL, n_spatial, p, &c.p));
     tg_tensor *in[1] = {x};
     return tg_op_call(&max_pool_op, out, 1, in, &c, sizeof c);
+}
+
+/* y = max_pool(x) (its own gradient) and the indices of the same scan from
+ * max_pool_indices: two ops on the library's behalf, both results handed
+ * to the caller's scope or neither. */
+int tg_max_pool_with_indices(tg_tensor **out, tg_tensor **indices, tg_tensor *x, int n_spatial,
+                             const tg_pool_params *p)
+{
+    const char *op = tg__pool_opname(TG__MAX_POOL, n_spatial);
+    TG_CHECK(out != NULL && indices != NULL, TG_EINVAL,
+             "%s: out and indices must not be NULL", op);
+    TG_CHECK(out != indices, TG_EINVAL, "%s: out and indices must be two different places", op);
+    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
+    tg__pool_call c = {.ns = n_spatial};
+    TG_TRY(tg__pool_check_params(op, TG__MAX_POOL, n_spatial, p, &c.p));
+    tg_tensor *in[1] = {x}, *y = NULL, *idx = NULL;
+    tg__lib_enter();
+    int rc = tg_op_call(&max_pool_op, &y, 1, in, &c, sizeof c);
+    if (rc >= 0) rc = tg_op_call(&max_pool_indices_op, &idx, 1, in, &c, sizeof c);
+    tg__lib_leave();
+    return tg__scope_capture_pair(out, y, indices, idx, rc);
 }
