@@ -4,7 +4,7 @@
  * decompositions and functions made of them, with gradients of any order.
  *
  * Each takes a batch of matrices, the last two dims (..., n, n) of A (svd,
- * qr: (..., m, n)), in f32
+ * qr, lu_factor, lu, lstsq, householder_product: (..., m, n)), in f32
  * or f64 (LAPACK's getrf / getrs / potrf and BLAS's trsm in that dtype, as
  * PyTorch's CPU kernels), and computes every matrix of the batch on its
  * own.  Batch dims of two operands broadcast as torch's.  A NULL out or
