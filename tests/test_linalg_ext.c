@@ -490,3 +490,39 @@ Test(linalg_ext, refusals_name_the_argument)
     th_release_all(10, (tg_tensor *[]){a, b, sq, v, vf, dup, b3, r, wide, z});
     th_release_all(7, (tg_tensor *[]){x3, fwf, fw2, fwn, fw0, awn, NULL});
 }
+
+/* ---- the thread pool ---- */
+
+/* lstsq's drivers, eigvalsh's values-only run and householder_product run
+ * a batch on the pool (64 matrices: split): the same bits on 1 and 2
+ * threads. */
+Test(linalg_ext, batches_give_the_same_bits_on_1_and_2_threads)
+{
+    uint64_t s = 61;
+    tg_tensor *a = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){64, 9, 6}, -1, 1);
+    tg_tensor *b = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){64, 9, 2}, -1, 1);
+    tg_tensor *tau = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){64, 6}, 0, 1);
+    tg_tensor *sq = th_rand_tensor(&s, TG_F64, 3, (int64_t[]){64, 9, 9}, -1, 1);
+    const int saved = tg_get_num_threads();
+    tg_tensor *y[2][7];
+    for (int t = 0; t < 2; t++) {
+        OK(tg_set_num_threads(t + 1));
+        OK(tg_linalg_lstsq_ex(&y[t][0], &y[t][1], &y[t][2], &y[t][3], a, b, -1, "gelsd"));
+        OK(tg_linalg_lstsq_ex(&y[t][4], NULL, NULL, NULL, a, b, -1, "gels"));
+        OK(tg_linalg_eigvalsh(&y[t][5], sq, false));
+        OK(tg_linalg_householder_product(&y[t][6], a, tau));
+    }
+    OK(tg_set_num_threads(saved));
+    for (int i = 0; i < 7; i++) {
+        const tg_tensor *u = y[0][i], *v = y[1][i];
+        cr_assert(eq(i64, tg_tensor_numel(u), tg_tensor_numel(v)), "result %d", i);
+        for (int64_t e = 0; e < tg_tensor_numel(u); e++) {
+            const double p = th_at(u, e), q = th_at(v, e);
+            cr_assert(memcmp(&p, &q, sizeof p) == 0, "result %d, element %lld", i,
+                      (long long)e);
+        }
+    }
+    th_release_all(7, y[0]);
+    th_release_all(7, y[1]);
+    th_release_all(4, (tg_tensor *[]){a, b, tau, sq});
+}
