@@ -253,10 +253,8 @@ Test(linalg_more, refusals_name_the_argument)
     tg_tensor *pzero = th_tensor_from(TG_I32, 1, (int64_t[]){3}, (double[]){0, 2, 3});
     th_expect_refused(tg_linalg_lu_factor(NULL, NULL, a), TG_EINVAL, "both NULL", NULL);
     th_expect_refused_clean(tg_linalg_lu_factor(out_, NULL, NULL), TG_EINVAL, "A");
-    th_expect_refused_clean(tg_linalg_lu_factor(out_, NULL, r), TG_ESHAPE, "square");
     th_expect_refused_clean(tg_linalg_lu_factor(out_, NULL, v), TG_ESHAPE, "A");
     th_expect_refused_clean(tg_linalg_lu_factor(out_, NULL, ai), TG_EDTYPE, "floating point");
-    th_expect_refused_clean(tg_linalg_lu(NULL, out_, NULL, r), TG_ESHAPE, "square");
     th_expect_refused(tg_linalg_lu(NULL, NULL, NULL, a), TG_EINVAL, "all NULL", NULL);
     th_expect_refused(tg_linalg_lu_solve(NULL, lu, pv, r, true, false), TG_EINVAL,
                       "out is NULL", NULL);

@@ -4,7 +4,7 @@
  * decompositions and functions made of them, with gradients of any order.
  *
  * Each takes a batch of matrices, the last two dims (..., n, n) of A (svd,
- * qr: (..., m, n)), in f32
+ * qr, lu_factor, lu, lstsq, householder_product: (..., m, n)), in f32
  * or f64 (LAPACK's getrf / getrs / potrf and BLAS's trsm in that dtype, as
  * PyTorch's CPU kernels), and computes every matrix of the batch on its
  * own.  Batch dims of two operands broadcast as torch's.  A NULL out or
@@ -89,7 +89,11 @@ TG_API int tg_linalg_solve_triangular(tg_tensor **out, tg_tensor *A, tg_tensor *
  * converge. */
 TG_API int tg_linalg_eigh(tg_tensor **eigenvalues, tg_tensor **eigenvectors, tg_tensor *A,
                           bool upper);
-/* torch.linalg.eigvalsh(A, UPLO): tg_linalg_eigh's eigenvalues alone. */
+/* torch.linalg.eigvalsh(A, UPLO): tg_linalg_eigh's eigenvalues alone.
+ * When no gradient is recorded (grad mode off, or A not requiring grad)
+ * syevd computes the eigenvalues only (no eigenvectors, as torch's) and
+ * the result is a contiguous (..., n) tensor of its own; otherwise it is
+ * eigh's, with eigh's gradient. */
 TG_API int tg_linalg_eigvalsh(tg_tensor **out, tg_tensor *A, bool upper);
 
 /* torch.linalg.svd(A, full_matrices): A (..., m, n) = U diag(S) Vh, the k =
@@ -163,20 +167,23 @@ TG_API int tg_linalg_multi_dot(tg_tensor **out, int n, tg_tensor *const *tensors
 
 /* ---- LU factorization (torch.linalg.lu_factor, lu, lu_solve) ---- */
 
-/* torch.linalg.lu_factor(A): A (..., n, n) = P L U with partial pivoting
- * (LAPACK's getrf): *LU (..., n, n) packs L's strictly lower triangle (its
- * unit diagonal implied) and U, *pivots (..., n) is i32, LAPACK's 1-based
- * row swaps in order, as torch's.  Either out-pointer may be NULL, not
- * both; on error neither is written.  A must be square (torch also takes
- * m x n).  An exact zero on U's diagonal is TG_EINVAL with torch's words
- * ("U[i,i] is zero ... division by zero").  LU's gradient is torch 1.13's:
- * gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T, gL = tril(gLU, -1),
- * gU = triu(gLU), made of differentiable ops; pivots have none. */
+/* torch.linalg.lu_factor(A): A (..., m, n) = P L U with partial pivoting
+ * (LAPACK's getrf), k = min(m, n): *LU (..., m, n) packs L's strictly
+ * lower part (its unit diagonal implied) and U, *pivots (..., k) is i32,
+ * LAPACK's 1-based row swaps in order, as torch's.  Either out-pointer may
+ * be NULL, not both; on error neither is written.  An exact zero on U's
+ * diagonal is TG_EINVAL with torch's words ("U[i,i] is zero ... division
+ * by zero").  LU's gradient is torch 1.13's (lu_factor_ex_backward), made
+ * of differentiable ops, with gL = gLU[:, :k] (strictly lower part), gU =
+ * gLU[:k, :] (upper part); square: gA = P L^-T (tril(L^T gL, -1) + triu(gU
+ * U^T)) U^-T; wide and tall as linalg_lu_backward (src/ops/linalg_lufact.c
+ * gives them); pivots have none. */
 TG_API int tg_linalg_lu_factor(tg_tensor **LU, tg_tensor **pivots, tg_tensor *A);
 
-/* torch.linalg.lu(A): A (..., n, n) = P L U, P (not differentiable) a
- * permutation matrix in A's dtype, L unit lower and U upper triangular,
- * from tg_linalg_lu_factor's LU (tril and triu of it: the gradient is
+/* torch.linalg.lu(A): A (..., m, n) = P L U, P (..., m, m) (not
+ * differentiable) a permutation matrix in A's dtype, L (..., m, k) unit
+ * lower and U (..., k, n) upper triangular, k = min(m, n), from
+ * tg_linalg_lu_factor's LU (tril and triu of its parts: the gradient is
  * lu_factor's).  A singular A is factored without error.  Any of P, L, U
  * may be NULL (not wanted), not all; on error none is written. */
 TG_API int tg_linalg_lu(tg_tensor **P, tg_tensor **L, tg_tensor **U, tg_tensor *A);
@@ -209,16 +216,35 @@ TG_API int tg_cholesky_solve(tg_tensor **out, tg_tensor *B, tg_tensor *L, bool u
  * 1.13's, gL = -Y (g + g^T) Y L (upper: -U Y (g + g^T) Y), Y the result. */
 TG_API int tg_cholesky_inverse(tg_tensor **out, tg_tensor *L, bool upper);
 
-/* torch.linalg.lstsq(A, B, rcond): the minimum-norm X minimizing |A X -
- * B|, A (..., m, n) of any shape (tall or wide), B (..., m, k), or a batch
- * of vectors (..., m) when it has one dim fewer than A; batch dims
- * broadcast.  *solution is pinv(A) B (tg_linalg_pinv with rtol = rcond, a
- * negative rcond torch's None: eps * max(m, n)), *rank the i64 rank (...)
- * of A at that tolerance (tg_linalg_matrix_rank); either may be NULL, not
- * both.  torch 1.13's CPU default driver, gelsy, gives the same solution
- * for a full-rank A (its rank estimate may differ from the SVD's at the
- * threshold), and its gradient is the one of pinv(A) B, as here.  torch's
- * residuals and singular_values are empty for gelsy and not given. */
+/* torch.linalg.lstsq(A, B, rcond, driver): X minimizing |A X - B| by
+ * LAPACK's driver "gels" (QR; A of full rank, else TG_EINVAL with torch's
+ * words "does not have full rank"), "gelsy" (pivoted QR, the minimum-norm
+ * X; NULL: this one, torch's CPU default), "gelsd" or "gelss" (SVD, the
+ * minimum-norm X; TG_EUNSUPPORTED when it does not converge); another
+ * driver is TG_EINVAL.  A (..., m, n) of any shape (tall or wide), B (...,
+ * m, k), or a batch of vectors (..., m) when it has one dim fewer than A;
+ * batch dims broadcast.  rcond: the relative threshold below which
+ * singular values (gelsy: R's diagonal) count as zero, not used by gels; a
+ * negative rcond is torch's None, eps * max(m, n).  The results, as torch
+ * 1.13's (each out-pointer may be NULL: not wanted; not all; on error none
+ * is written):
+ *   *solution (..., n, k) (vectors: (..., n));
+ *   *residuals (..., k) (vectors: (..., 1)), the squared norms of B's
+ *     columns less A X's, given when m > n, the driver is not gelsy and
+ *     (gelsd, gelss) every matrix has rank n; otherwise empty, shape (0);
+ *   *rank, i64 (...), the driver's rank estimate; empty (0) for gels;
+ *   *singular_values (..., min(m, n)) descending, gelsd and gelss only;
+ *     otherwise empty (0).
+ * Gradient (solution only; the others are not differentiable): torch's,
+ * the derivative of pinv(A) B with pinv at its default tolerance, whatever
+ * the driver and rcond.  Under autocast f16 and bf16 operands are taken in
+ * f32, as torch's CPU autocast. */
+TG_API int tg_linalg_lstsq_ex(tg_tensor **solution, tg_tensor **residuals, tg_tensor **rank,
+                              tg_tensor **singular_values, tg_tensor *A, tg_tensor *B,
+                              double rcond, const char *driver);
+
+/* tg_linalg_lstsq_ex with the default driver (gelsy): the solution and the
+ * i64 rank (...), either may be NULL, not both. */
 TG_API int tg_linalg_lstsq(tg_tensor **solution, tg_tensor **rank, tg_tensor *A, tg_tensor *B,
                            double rcond);
 
@@ -229,6 +255,51 @@ TG_API int tg_linalg_lstsq(tg_tensor **solution, tg_tensor **rank, tg_tensor *A,
  * right block of matrix_exp([[A^T, g], [0, A^T]]), made of matrix_exp
  * itself so gradients of gradients follow. */
 TG_API int tg_linalg_matrix_exp(tg_tensor **out, tg_tensor *A);
+
+/* ---- more of torch.linalg, made of the functions above ---- */
+
+/* torch.linalg.cond(A, p): A's condition number in matrix norm p, (...).
+ * p NULL or "2": s_max / s_min, "-2": s_min / s_max, from svdvals (A (...,
+ * m, n) of any shape; a singular A gives inf, a zero one NaN); "fro",
+ * "nuc", "inf", "-inf", "1", "-1": |A|_p |A^-1|_p (tg_linalg_matrix_norm;
+ * A square, else TG_ESHAPE naming the order, as torch's), inf where A is
+ * singular.  Empty matrices give zeros.  Another p is TG_EINVAL ("invalid
+ * norm type").  Differentiable where A is not singular (its gradient is
+ * that of the composition). */
+TG_API int tg_linalg_cond(tg_tensor **out, tg_tensor *A, const char *p);
+
+/* torch.linalg.tensorinv(A, ind): the inverse of A taken as a matrix of
+ * prod(shape[:ind]) rows and prod(shape[ind:]) columns (they must be
+ * equal, TG_ESHAPE with torch's words; ind > 0, TG_EINVAL), shaped
+ * shape[ind:] + shape[:ind], so that tensordot(tensorinv(A), A, ind) is the
+ * identity.  A singular A is tg_linalg_inv's error.  Gradient: inv's. */
+TG_API int tg_linalg_tensorinv(tg_tensor **out, tg_tensor *A, int ind);
+
+/* torch.linalg.tensorsolve(A, B, dims): X with tensordot(A, X, X.ndim) =
+ * B: A's dims `dims` (ndims of them; NULL / 0: none) moved to the end,
+ * then A taken as a (prod(A.shape[:B.ndim]), prod(A.shape[B.ndim:]))
+ * matrix (square, else TG_ESHAPE with torch's words) solved against B
+ * flattened; X has A's (moved) shape[B.ndim:].  Gradient: solve's. */
+TG_API int tg_linalg_tensorsolve(tg_tensor **out, tg_tensor *A, tg_tensor *B, int ndims,
+                                 const int *dims);
+
+/* torch.linalg.householder_product(A, tau): the first n columns of H_1 ..
+ * H_k, H_i = I - tau_i v_i v_i^T with v_i A's column i below the diagonal
+ * and 1 on it (geqrf's reflectors), A (..., m, n), tau (..., k), m >= n >=
+ * k, tau's batch dims A's (TG_ESHAPE), one dtype (TG_EDTYPE), through
+ * LAPACK's orgqr.  Gradient (A and tau): that of the product written with
+ * matmuls (the same derivative as torch's), of any order. */
+TG_API int tg_linalg_householder_product(tg_tensor **out, tg_tensor *A, tg_tensor *tau);
+
+/* torch.linalg.vander(x, N): x (..., n) -> (..., n, N), column j x^j (j =
+ * 0 .. N-1) from a cumulative product, as torch's; N < 0 is torch's None
+ * (N = n); N must be above 1 (TG_EINVAL).  Any dtype cumprod takes;
+ * differentiable. */
+TG_API int tg_linalg_vander(tg_tensor **out, tg_tensor *x, int64_t N);
+
+/* torch.linalg.vecdot(x, y, dim): sum(x * y) over dim, x and y broadcast,
+ * one dtype (TG_EDTYPE, torch's words); differentiable. */
+TG_API int tg_linalg_vecdot(tg_tensor **out, tg_tensor *x, tg_tensor *y, int dim);
 
 #ifdef __cplusplus
 }

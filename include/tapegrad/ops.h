@@ -874,6 +874,24 @@ TG_API int tg_std_dims(tg_tensor **out, tg_tensor *x, int ndims, const int *dims
 TG_API int tg_var(tg_tensor **out, tg_tensor *x, int64_t correction);
 TG_API int tg_std(tg_tensor **out, tg_tensor *x, int64_t correction);
 
+/* ---- covariance and correlation ----
+ * torch.cov(x, correction, fweights, aweights): the covariance of x's rows
+ * (V variables by N observations; 1-d or 0-d x: one variable), (V, V), or
+ * 0-d for one variable (torch's squeeze).  fweights (integral, N) and
+ * aweights (float, N) weight the observations (NULL: none; borrowed; each
+ * non-negative, N of them, one or fewer dims, else TG_EINVAL / TG_EDTYPE /
+ * TG_ESHAPE with torch's words; weights summing to 0 are TG_EINVAL); with w
+ * their product, the mean is sum(x w) / sum(w) and the divisor sum(w) - c
+ * (with aweights: sum(w) - c sum(w aweights) / sum(w)), 0 when not above
+ * it (inf or NaN, as torch's, without its warning).  Integer x is taken in
+ * f32; weights in x's dtype.  torch.corrcoef(x): cov(x) / (s s^T), s the
+ * standard deviations, clamped to [-1, 1]; one variable gives cov / cov.
+ * Each returns a new reference; x of more than two dims is TG_ESHAPE.
+ * Made of differentiable ops: gradients (x, aweights) of any order. */
+TG_API int tg_cov(tg_tensor **out, tg_tensor *x, int64_t correction, tg_tensor *fweights,
+                  tg_tensor *aweights);
+TG_API int tg_corrcoef(tg_tensor **out, tg_tensor *x);
+
 /* ---- vector norms ----
  * torch.linalg.vector_norm(x, ord, dims, keepdim): (sum |x|^ord)^(1/ord)
  * over the listed dims (as in tg_sum_dims), or over every element when

@@ -306,6 +306,8 @@ void tg__blas_restore(int n);
  * A^T for a row-major A; the same determinant), pivots into ipiv (n ints,
  * 1-based, LAPACK's); returns 0, or i > 0 when U's i-th diagonal element is
  * exactly zero (singular; the factorization is still complete).
+ * tg__lapack_getrf_mn: the same for the column-major m x n a (lda m),
+ * min(m, n) pivots.
  * tg__lapack_getrs_t: solves A X = B for a row-major A factored by getrf,
  * B column-major (n rows, nrhs columns) in b, overwritten by X.
  * tg__lapack_potrf_lower: the Cholesky factor L (A = L L^T) of a symmetric
@@ -328,6 +330,7 @@ void tg__blas_restore(int n);
  * column-major) from k reflectors in a (m x n, its first k columns geqrf's)
  * and tau.  TG_ENOMEM only. */
 int tg__lapack_getrf(tg_dtype dt, int n, void *a, int *ipiv);
+int tg__lapack_getrf_mn(tg_dtype dt, int m, int n, void *a, int *ipiv);
 void tg__lapack_getrs_t(tg_dtype dt, int n, int nrhs, const void *lu, const int *ipiv, void *b);
 int tg__lapack_potrf_lower(tg_dtype dt, int n, void *a);
 void tg__blas_trsm_left(tg_dtype dt, bool upper, bool unit, int n, int nrhs, const void *a,
@@ -336,12 +339,26 @@ int tg__lapack_svd(tg_dtype dt, int m, int n, void *a, bool full, void *s, void 
 int tg__lapack_syevd(tg_dtype dt, int n, void *a, void *w, bool lower);
 /* syevd's work sizes for an n x n matrix (*lwork elements of dt, *liwork
  * ints, each at least 1), and tg__lapack_syevd with the caller's work of
- * those sizes: a batch allocates it once. */
-void tg__lapack_syevd_query(tg_dtype dt, int n, bool lower, int *lwork, int *liwork);
-int tg__lapack_syevd_work(tg_dtype dt, int n, void *a, void *w, bool lower, void *work, int lwork,
-                          int *iwork, int liwork);
+ * those sizes: a batch allocates it once.  !vectors: the eigenvalues alone
+ * (jobz 'N', a smaller work; a is then destroyed). */
+void tg__lapack_syevd_query(tg_dtype dt, int n, bool lower, bool vectors, int *lwork,
+                            int *liwork);
+int tg__lapack_syevd_work(tg_dtype dt, int n, void *a, void *w, bool lower, bool vectors,
+                          void *work, int lwork, int *iwork, int liwork);
 int tg__lapack_geqrf(tg_dtype dt, int m, int n, void *a, void *tau);
 int tg__lapack_orgqr(tg_dtype dt, int m, int n, int k, void *a, void *tau);
+/* The least-squares solve of the column-major m x n a (lda m, destroyed)
+ * against the column-major b (ldb >= max(m, n) rows, nrhs columns), by
+ * driver 'g' (gels, QR; A of full rank), 'y' (gelsy, pivoted QR), 'd'
+ * (gelsd, SVD by divide and conquer) or 's' (gelss, SVD): b's first n rows
+ * become the solution, and with gels and m > n rows n..m-1 hold the
+ * residual's parts.  rcond: gelsy's, gelsd's and gelss's threshold; *rank
+ * (not NULL) their rank estimate (gels: 0); s: gelsd's and gelss's
+ * min(m, n) singular values, descending.  Returns 0, LAPACK's info > 0
+ * (gels: a zero on R's diagonal, the rank is below full; gelsd, gelss: the
+ * SVD did not converge) or TG_ENOMEM. */
+int tg__lapack_lstsq(tg_dtype dt, char driver, int m, int n, int nrhs, void *a, void *b,
+                     int ldb, double rcond, void *s, int *rank);
 /* ---- AMX (src/core/amx.c), for every AMX kernel ---- */
 typedef enum tg__amx_type { TG__AMX_BF16, TG__AMX_INT8 } tg__amx_type;
 /* AMX-TILE and the type's AMX extension in the CPU, the tile state enabled

@@ -40,6 +40,31 @@ extern void dsyevd_(const char *jobz, const char *uplo, const int *n, double *a,
                     double *w, double *work, const int *lwork, int *iwork, const int *liwork,
                     int *info, size_t jobz_len, size_t uplo_len);
 
+extern void sgels_(const char *trans, const int *m, const int *n, const int *nrhs, float *a,
+                   const int *lda, float *b, const int *ldb, float *work, const int *lwork,
+                   int *info, size_t trans_len);
+extern void dgels_(const char *trans, const int *m, const int *n, const int *nrhs, double *a,
+                   const int *lda, double *b, const int *ldb, double *work, const int *lwork,
+                   int *info, size_t trans_len);
+extern void sgelsy_(const int *m, const int *n, const int *nrhs, float *a, const int *lda,
+                    float *b, const int *ldb, int *jpvt, const float *rcond, int *rank,
+                    float *work, const int *lwork, int *info);
+extern void dgelsy_(const int *m, const int *n, const int *nrhs, double *a, const int *lda,
+                    double *b, const int *ldb, int *jpvt, const double *rcond, int *rank,
+                    double *work, const int *lwork, int *info);
+extern void sgelsd_(const int *m, const int *n, const int *nrhs, float *a, const int *lda,
+                    float *b, const int *ldb, float *s, const float *rcond, int *rank,
+                    float *work, const int *lwork, int *iwork, int *info);
+extern void dgelsd_(const int *m, const int *n, const int *nrhs, double *a, const int *lda,
+                    double *b, const int *ldb, double *s, const double *rcond, int *rank,
+                    double *work, const int *lwork, int *iwork, int *info);
+extern void sgelss_(const int *m, const int *n, const int *nrhs, float *a, const int *lda,
+                    float *b, const int *ldb, float *s, const float *rcond, int *rank,
+                    float *work, const int *lwork, int *info);
+extern void dgelss_(const int *m, const int *n, const int *nrhs, double *a, const int *lda,
+                    double *b, const int *ldb, double *s, const double *rcond, int *rank,
+                    double *work, const int *lwork, int *info);
+
 extern void sgeqrf_(const int *m, const int *n, float *a, const int *lda, float *tau,
                     float *work, const int *lwork, int *info);
 extern void dgeqrf_(const int *m, const int *n, double *a, const int *lda, double *tau,
@@ -51,10 +76,15 @@ extern void dorgqr_(const int *m, const int *n, const int *k, double *a, const i
 
 int tg__lapack_getrf(tg_dtype dt, int n, void *a, int *ipiv)
 {
+    return tg__lapack_getrf_mn(dt, n, n, a, ipiv);
+}
+
+int tg__lapack_getrf_mn(tg_dtype dt, int m, int n, void *a, int *ipiv)
+{
     int info = 0;
-    if (n == 0) return 0;
-    if (dt == TG_F64) dgetrf_(&n, &n, a, &n, ipiv, &info);
-    else sgetrf_(&n, &n, a, &n, ipiv, &info);
+    if (m == 0 || n == 0) return 0;
+    if (dt == TG_F64) dgetrf_(&m, &n, a, &m, ipiv, &info);
+    else sgetrf_(&m, &n, a, &m, ipiv, &info);
     TG_ASSERT(info >= 0);
     return info;
 }
@@ -132,9 +162,10 @@ done:
     return rc;
 }
 
-void tg__lapack_syevd_query(tg_dtype dt, int n, bool lower, int *lwork, int *liwork)
+void tg__lapack_syevd_query(tg_dtype dt, int n, bool lower, bool vectors, int *lwork,
+                            int *liwork)
 {
-    const char jobz = 'V', uplo = lower ? 'U' : 'L';
+    const char jobz = vectors ? 'V' : 'N', uplo = lower ? 'U' : 'L';
     int info = 0, lw = -1, liw = -1, iq = 0;
     double q = 0;
     float qf = 0;
@@ -150,10 +181,11 @@ void tg__lapack_syevd_query(tg_dtype dt, int n, bool lower, int *lwork, int *liw
     *liwork = iq > 1 ? iq : 1;
 }
 
-int tg__lapack_syevd_work(tg_dtype dt, int n, void *a, void *w, bool lower, void *work, int lwork,
-                          int *iwork, int liwork)
+int tg__lapack_syevd_work(tg_dtype dt, int n, void *a, void *w, bool lower, bool vectors,
+                          void *work, int lwork, int *iwork, int liwork)
 {
-    const char jobz = 'V', uplo = lower ? 'U' : 'L';   /* row-major lower = column-major upper */
+    /* row-major lower = column-major upper */
+    const char jobz = vectors ? 'V' : 'N', uplo = lower ? 'U' : 'L';
     int info = 0;
     if (n == 0) return TG_OK;
     if (dt == TG_F64)
@@ -171,11 +203,11 @@ int tg__lapack_syevd(tg_dtype dt, int n, void *a, void *w, bool lower)
 {
     int lwork, liwork;
     if (n == 0) return TG_OK;
-    tg__lapack_syevd_query(dt, n, lower, &lwork, &liwork);
+    tg__lapack_syevd_query(dt, n, lower, true, &lwork, &liwork);
     void *work = tg__malloc((size_t)lwork * tg_dtype_size(dt));
     int *iwork = tg__malloc((size_t)liwork * sizeof *iwork);
-    const int rc = work && iwork ? tg__lapack_syevd_work(dt, n, a, w, lower, work, lwork, iwork,
-                                                         liwork)
+    const int rc = work && iwork ? tg__lapack_syevd_work(dt, n, a, w, lower, true, work, lwork,
+                                                         iwork, liwork)
                                  : TG_ENOMEM;
     free(work);
     free(iwork);
@@ -222,4 +254,67 @@ int tg__lapack_orgqr(tg_dtype dt, int m, int n, int k, void *a, void *tau)
 {
     if (m == 0 || n == 0) return TG_OK;
     return qr_call(dt, true, m, n, k, a, tau);
+}
+
+/* One least-squares driver call (lwork -1: the workspace query, its size
+ * into work[0] and, for gelsd, iwork's into iwork[0]). */
+static void gels_call(tg_dtype dt, char driver, int m, int n, int nrhs, void *a, void *b,
+                      int ldb, double rcond, void *s, int *rank, int *jpvt, void *work,
+                      int lwork, int *iwork, int *info)
+{
+    const char tr = 'N';
+    const float rf = (float)rcond;
+    const bool d = dt == TG_F64;
+    switch (driver) {
+    case 'g':
+        if (d) dgels_(&tr, &m, &n, &nrhs, a, &m, b, &ldb, work, &lwork, info, 1);
+        else sgels_(&tr, &m, &n, &nrhs, a, &m, b, &ldb, work, &lwork, info, 1);
+        break;
+    case 'y':
+        if (d) dgelsy_(&m, &n, &nrhs, a, &m, b, &ldb, jpvt, &rcond, rank, work, &lwork, info);
+        else sgelsy_(&m, &n, &nrhs, a, &m, b, &ldb, jpvt, &rf, rank, work, &lwork, info);
+        break;
+    case 'd':
+        if (d) dgelsd_(&m, &n, &nrhs, a, &m, b, &ldb, s, &rcond, rank, work, &lwork, iwork, info);
+        else sgelsd_(&m, &n, &nrhs, a, &m, b, &ldb, s, &rf, rank, work, &lwork, iwork, info);
+        break;
+    default:
+        TG_ASSERT(driver == 's');
+        if (d) dgelss_(&m, &n, &nrhs, a, &m, b, &ldb, s, &rcond, rank, work, &lwork, info);
+        else sgelss_(&m, &n, &nrhs, a, &m, b, &ldb, s, &rf, rank, work, &lwork, info);
+    }
+}
+
+int tg__lapack_lstsq(tg_dtype dt, char driver, int m, int n, int nrhs, void *a, void *b,
+                     int ldb, double rcond, void *s, int *rank)
+{
+    const size_t es = tg_dtype_size(dt);
+    const int k = m < n ? m : n;
+    int info = 0, iq = 1, r = 0;
+    double q = 0;
+    float qf = 0;
+    if (rank) *rank = 0;
+    if (k == 0 || nrhs == 0) return 0;
+    int *jpvt = driver == 'y' ? tg__calloc((size_t)n, sizeof *jpvt) : NULL;
+    if (driver == 'y' && !jpvt) return TG_ENOMEM;
+    gels_call(dt, driver, m, n, nrhs, a, b, ldb, rcond, s, &r, jpvt,
+              dt == TG_F64 ? (void *)&q : (void *)&qf, -1, &iq, &info);
+    TG_ASSERT(info == 0);
+    int lwork = dt == TG_F64 ? (int)q : (int)qf;
+    lwork = lwork > 1 ? lwork : 1;
+    const int liwork = iq > 1 ? iq : 1;
+    void *work = tg__malloc((size_t)lwork * es);
+    int *iwork = driver == 'd' ? tg__malloc((size_t)liwork * sizeof *iwork) : NULL;
+    int rc = TG_ENOMEM;
+    if (work && (driver != 'd' || iwork)) {
+        gels_call(dt, driver, m, n, nrhs, a, b, ldb, rcond, s, &r, jpvt, work, lwork, iwork,
+                  &info);
+        TG_ASSERT(info >= 0);
+        rc = info;
+        if (rank) *rank = driver == 'g' ? 0 : r;
+    }
+    free(work);
+    free(iwork);
+    free(jpvt);
+    return rc;
 }

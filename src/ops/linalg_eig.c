@@ -11,7 +11,12 @@
  *   M = Q^T gQ;  M = (M - M^T) / 2;  R_ij = M_ij / (L_j - L_i) (i != j),
  *   R_ii = gL_i;  gA = Q R Q^T
  * written with differentiable ops (equal eigenvalues divide by zero, as
- * torch's). */
+ * torch's).
+ *
+ * eigvalsh with no gradient to record (grad mode off, or A not requiring
+ * grad) runs the op values-only, (..., n), with syevd's jobz 'N' (no
+ * eigenvectors computed, as torch's); such an op is never recorded, so
+ * its backward never sees one. */
 #include <assert.h>
 #include <string.h>
 
@@ -23,13 +28,14 @@
 
 typedef struct eigh_params {
     bool upper;   /* read A's upper triangle (torch's UPLO='U') */
+    bool values;  /* eigenvalues alone, (..., n): never recorded */
 } eigh_params;
 
 /* The gathered batch of eigh_forward and its packed output. */
 typedef struct eigh_job {
     tg_dtype dt;
     int n, lwork, liwork;   /* syevd's work sizes */
-    bool lower;
+    bool lower, values;     /* values: y holds the eigenvalues alone */
     char *a, *y;
 } eigh_job;
 
@@ -40,9 +46,10 @@ static int eigh_one(void *job, int64_t b, void *ws)
     const eigh_job *j = job;
     const size_t es = tg_dtype_size(j->dt), nn = (size_t)j->n * (size_t)j->n;
     char *m = j->a + (size_t)b * nn * es;
-    char *yb = j->y + (size_t)b * (nn + (size_t)j->n) * es;
-    TG_TRY(tg__lapack_syevd_work(j->dt, j->n, m, yb, j->lower, ws, j->lwork,
+    char *yb = j->y + (size_t)b * ((j->values ? 0 : nn) + (size_t)j->n) * es;
+    TG_TRY(tg__lapack_syevd_work(j->dt, j->n, m, yb, j->lower, !j->values, ws, j->lwork,
                                  (int *)(void *)((char *)ws + (size_t)j->lwork * es), j->liwork));
+    if (j->values) return TG_OK;
     /* the eigenvectors are m's rows: Q = their transpose */
     tg__la_transpose(j->dt, j->n, j->n, m, yb + (size_t)j->n * es);
     return TG_OK;
@@ -62,15 +69,17 @@ static int eigh_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const
     int64_t shape[TG_MAX_DIMS];
     memcpy(shape, A->shape, sizeof shape);
     shape[bn] = n + 1;
-    tg_tensor *y = tg__tensor_uninit(dt, A->ndim, shape);
+    const bool values = p && p->values;
+    if (values) shape[bn] = n;   /* (..., n): the last dim dropped below */
+    tg_tensor *y = tg__tensor_uninit(dt, A->ndim - values, shape);
     char *a = y ? tg__la_gather(A, bn, A->shape, 2, dt) : NULL;
     int rc = a ? TG_OK : TG_ENOMEM;
-    eigh_job j = {.dt = dt, .n = n, .lower = !(p && p->upper), .a = a,
+    eigh_job j = {.dt = dt, .n = n, .lower = !(p && p->upper), .values = values, .a = a,
                   .y = y ? tg_tensor_data(y) : NULL};
-    tg__lapack_syevd_query(dt, n, j.lower, &j.lwork, &j.liwork);
+    tg__lapack_syevd_query(dt, n, j.lower, !values, &j.lwork, &j.liwork);
     const size_t ws = (size_t)j.lwork * tg_dtype_size(dt) + (size_t)j.liwork * sizeof(int);
     const double dn = n;
-    if (rc == TG_OK) rc = tg__la_batch(count, 9 * dn * dn * dn, ws, eigh_one, &j);
+    if (rc == TG_OK) rc = tg__la_batch(count, (values ? 4 : 9) * dn * dn * dn, ws, eigh_one, &j);
     tg__work_free(a);
     return tg__la_finish(ctx, rc, NULL, y, out);
 }
@@ -91,6 +100,8 @@ static int eigh_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     tg_tensor *y = NULL, *L = NULL, *Q = NULL, *gL = NULL, *gQ = NULL, *t[12] = {NULL};
     int rc;
+    const eigh_params *p = tg__ctx_params(ctx);
+    TG_ASSERT(!(p && p->values));   /* values-only runs are never recorded */
     TG_TRY_GOTO(tg__ctx_saved_output(ctx, 0, &y));
     TG_TRY_GOTO(unpack(y, true, &L));
     TG_TRY_GOTO(unpack(y, false, &Q));
@@ -158,5 +169,13 @@ int tg_linalg_eigh(tg_tensor **eigenvalues, tg_tensor **eigenvectors, tg_tensor 
 int tg_linalg_eigvalsh(tg_tensor **out, tg_tensor *A, bool upper)
 {
     TG_CHECK(out != NULL, TG_EINVAL, "linalg.eigvalsh: out is NULL");
-    return tg_linalg_eigh(out, NULL, A, upper);
+    if (A && tg_grad_enabled() && tg_tensor_requires_grad(A))
+        return tg_linalg_eigh(out, NULL, A, upper);
+    /* no gradient to record: syevd without eigenvectors, as torch's */
+    const eigh_params p = {.upper = upper, .values = true};
+    tg__lib_enter();
+    tg_tensor *y = NULL;
+    const int rc = tg_op_call(&eigh_op, &y, 1, &A, &p, sizeof p);
+    tg__lib_leave();
+    return tg__scope_capture_pair(out, y, NULL, NULL, rc);
 }

@@ -202,6 +202,17 @@ int tg__la_part(tg_tensor *y, int64_t start, int64_t rows, int64_t cols, tg_tens
     return rc;
 }
 
+int tg__la_attach(tg_tensor **out, tg_tensor *x, tg_tensor *y)
+{
+    tg_tensor *d = NULL, *z = NULL;
+    int rc = tg_tensor_detach(&d, y);
+    if (rc >= 0) rc = tg_sub(&z, y, d);
+    if (rc >= 0) rc = tg_add(out, x, z);
+    tg_tensor_release(d);
+    tg_tensor_release(z);
+    return rc;
+}
+
 void tg__la_release(tg_tensor **ts, int n)
 {
     for (int i = 0; i < n; i++) tg_tensor_release(ts[i]);

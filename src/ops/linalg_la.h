@@ -94,6 +94,12 @@ int tg__la_solve_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi, bool vec,
  * (rows < 0: the cols elements as they are, (..., cols)); differentiable. */
 int tg__la_part(tg_tensor *y, int64_t start, int64_t rows, int64_t cols, tg_tensor **out);
 
+/* *out = x + (y - detach(y)): x's values (y - y is exactly zero where y is
+ * finite) with y's gradient, of any order; x and y of one shape.  For a
+ * result computed by LAPACK whose torch gradient is that of a composition
+ * y of differentiable ops (lstsq, householder_product). */
+int tg__la_attach(tg_tensor **out, tg_tensor *x, tg_tensor *y);
+
 /* Releases ts[0..n) (NULL entries too). */
 void tg__la_release(tg_tensor **ts, int n);
 
