@@ -137,6 +137,13 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"QuantizedLinear", tg__onnx_emit_qdq, NULL, NULL, NULL},
     {"QuantizedConv", tg__onnx_emit_qdq, NULL, NULL, NULL},
     {"QuantizedConvTranspose", tg__onnx_emit_qdq, NULL, NULL, NULL},
+    {"AlphaDropout", tg__onnx_emit_pass, NULL, NULL, NULL},
+    {"FeatureAlphaDropout", tg__onnx_emit_pass, NULL, NULL, NULL},
+    {"ChannelShuffle", tg__onnx_emit_channel_shuffle, NULL, NULL, NULL},
+    {"LocalResponseNorm", tg__onnx_emit_local_response_norm, NULL, NULL, NULL},
+    {"Bilinear", tg__onnx_emit_bilinear, NULL, tg__onnx_inputs_pair, NULL},
+    {"CosineSimilarity", tg__onnx_emit_cosine_similarity, NULL, tg__onnx_inputs_pair, NULL},
+    {"PairwiseDistance", tg__onnx_emit_pairwise_distance, NULL, tg__onnx_inputs_pair, NULL},
 };
 
 /* A value of the graph: its name and tapegrad's tensor for it (owned). */
@@ -482,8 +489,9 @@ static int tg__onnx_build_n(tg__onnx *g, tg_module *m, int n, tg_tensor *const *
     if (o->extra_outputs && !(leaf && leaf->extra)) return tg__onnx_refuse_extra(m, "");
     TG_CHECK(n == 1 || (leaf && leaf->inputs && !tg__nn_is_basic_activation(m)), TG_EINVAL,
              "onnx_export: module '<top>' (%s) takes one graph input, not %d (a "
-             "MultiheadAttention, a module of the Transformer family, RNN, LSTM or GRU at the "
-             "top takes several: docs/onnx.md)", type, n);
+             "MultiheadAttention, a module of the Transformer family, RNN, LSTM, GRU, "
+             "Bilinear, CosineSimilarity or PairwiseDistance at the top takes several: "
+             "docs/onnx.md)", type, n);
     /* the Transformer family's optional inputs may be left out (NULL), and
      * its forward takes the masks, which tg_module_forward_n does not; so
      * do a MultiheadAttention's masks after query, key and value */

@@ -277,3 +277,15 @@ int tg__onnx_extra_rnn(tg_module *m, const tg_onnx_options *opt, int n, tg_tenso
 int tg__onnx_extra_multihead_attention(tg_module *m, const tg_onnx_options *opt, int n,
                                        tg_tensor *const *xs, tg_tensor **ys, const char **names,
                                        int *axes);
+/* ChannelShuffle as Reshape, Transpose, Reshape; LocalResponseNorm as
+ * LRN (odd size) or its pooled form (even size) (onnx_channel.c). */
+int tg__onnx_emit_channel_shuffle(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_local_response_norm(const tg__onnx_site *s, const char **y);
+/* Bilinear, CosineSimilarity and PairwiseDistance on the two graph inputs
+ * (x1, x2) of tg_onnx_export_n, and their inputs rule: n must be 2, both
+ * f32 (onnx_pair.c). */
+int tg__onnx_inputs_pair(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
+                         int *axes);
+int tg__onnx_emit_bilinear(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_cosine_similarity(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_pairwise_distance(const tg__onnx_site *s, const char **y);
