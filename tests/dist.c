@@ -185,6 +185,7 @@ int main(int argc, char **argv)
          ddp_compressed_training_stays_close_to_uncompressed},
         {"ddp_compress_refuses_other_dtypes_and_f64_parameters",
          ddp_compress_refuses_other_dtypes_and_f64_parameters},
+        {"sync_batchnorm_exports_as_batchnorm", sync_batchnorm_exports_as_batchnorm},
     };
     int n_tests = 0, passed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

@@ -17,7 +17,8 @@
  *
  * Supported: Sequential, Linear, Embedding, Conv1d/2d/3d and ConvTranspose1d/2d/3d with
  * every tg_conv_params option (a fused activation becomes its own node),
- * BatchNorm with running statistics (inference form), the activations,
+ * BatchNorm with running statistics (inference form; SyncBatchNorm too),
+ * the activations,
  * Flatten, Unflatten, Dropout, AlphaDropout and FeatureAlphaDropout (the
  * identity in eval), Identity, Upsample, ChannelShuffle, LocalResponseNorm,
  * AvgPool1d/2d/3d and MaxPool1d/2d/3d on batched inputs, RNN, LSTM (no

@@ -144,6 +144,7 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"Bilinear", tg__onnx_emit_bilinear, NULL, tg__onnx_inputs_pair, NULL},
     {"CosineSimilarity", tg__onnx_emit_cosine_similarity, NULL, tg__onnx_inputs_pair, NULL},
     {"PairwiseDistance", tg__onnx_emit_pairwise_distance, NULL, tg__onnx_inputs_pair, NULL},
+    {"SyncBatchNorm", tg__onnx_emit_sync_batchnorm, NULL, NULL, NULL},
 };
 
 /* A value of the graph: its name and tapegrad's tensor for it (owned). */

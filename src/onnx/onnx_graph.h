@@ -154,6 +154,8 @@ int tg__onnx_emit_embedding(const tg__onnx_site *s, const char **y);
 int tg__onnx_refuse_embedding(const tg_module *m, const char *path);
 int tg__onnx_emit_conv(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_batchnorm(const tg__onnx_site *s, const char **y);
+/* SyncBatchNorm (tapegrad/dist.h) in eval: BatchNorm's node. */
+int tg__onnx_emit_sync_batchnorm(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_activation(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_prelu(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_elu(const tg__onnx_site *s, const char **y);
