@@ -145,6 +145,11 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"CosineSimilarity", tg__onnx_emit_cosine_similarity, NULL, tg__onnx_inputs_pair, NULL},
     {"PairwiseDistance", tg__onnx_emit_pairwise_distance, NULL, tg__onnx_inputs_pair, NULL},
     {"SyncBatchNorm", tg__onnx_emit_sync_batchnorm, NULL, NULL, NULL},
+    {"CrossEntropyLoss", tg__onnx_emit_loss_classes, tg__onnx_refuse_loss, tg__onnx_inputs_loss,
+     NULL},
+    {"NLLLoss", tg__onnx_emit_loss_classes, NULL, tg__onnx_inputs_loss, NULL},
+    {"BCEWithLogitsLoss", tg__onnx_emit_bce_with_logits, NULL, tg__onnx_inputs_loss, NULL},
+    {"KLDivLoss", tg__onnx_emit_kl_div, NULL, tg__onnx_inputs_loss, NULL},
 };
 
 /* A value of the graph: its name and tapegrad's tensor for it (owned). */
@@ -491,8 +496,8 @@ static int tg__onnx_build_n(tg__onnx *g, tg_module *m, int n, tg_tensor *const *
     TG_CHECK(n == 1 || (leaf && leaf->inputs && !tg__nn_is_basic_activation(m)), TG_EINVAL,
              "onnx_export: module '<top>' (%s) takes one graph input, not %d (a "
              "MultiheadAttention, a module of the Transformer family, RNN, LSTM, GRU, "
-             "Bilinear, CosineSimilarity or PairwiseDistance at the top takes several: "
-             "docs/onnx.md)", type, n);
+             "Bilinear, CosineSimilarity, PairwiseDistance, CrossEntropyLoss, NLLLoss, "
+             "BCEWithLogitsLoss or KLDivLoss at the top takes several: docs/onnx.md)", type, n);
     /* the Transformer family's optional inputs may be left out (NULL), and
      * its forward takes the masks, which tg_module_forward_n does not; so
      * do a MultiheadAttention's masks after query, key and value */

@@ -291,3 +291,13 @@ int tg__onnx_inputs_pair(const tg_module *m, const char *path, int n, tg_tensor 
 int tg__onnx_emit_bilinear(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_cosine_similarity(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_pairwise_distance(const tg__onnx_site *s, const char **y);
+/* CrossEntropyLoss and NLLLoss (one emitter), BCEWithLogitsLoss and
+ * KLDivLoss on the graph inputs (input, target), their inputs rule (n 2,
+ * input f32, target i64 class indices or f32) and the refusal of a
+ * CrossEntropyLoss with label smoothing (onnx_loss.c). */
+int tg__onnx_emit_loss_classes(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_bce_with_logits(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_kl_div(const tg__onnx_site *s, const char **y);
+int tg__onnx_inputs_loss(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
+                         int *axes);
+int tg__onnx_refuse_loss(const tg_module *m, const char *path);
