@@ -171,6 +171,9 @@ Test(onnx_modules, local_response_norm_matches_onnxruntime)
         {"lrn11_c3", 11, 3.0, 0.75, 1, 4, {2, 3, 2, 2}, lrn4},
         {"lrn10_c3", 10, 3.0, 0.75, 1, 3, {2, 3, 5}, pooled},
         {"lrn_default", 5, 1e-4, 0.75, 1, 4, {2, 6, 3, 3}, lrn4},
+        /* the largest sizes: ONNX Runtime fails to allocate an LRN of 2^31 - 1 */
+        {"lrn_huge_odd", 2147483647, 1e9, 0.75, 1, 4, {2, 3, 2, 2}, lrn4},
+        {"lrn_huge_even", 2147483646, 1e9, 0.75, 1, 3, {2, 3, 4}, pooled},
     };
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
         tg_module *m = lrn(c[i].size, c[i].alpha, c[i].beta, c[i].k);

@@ -22,8 +22,8 @@
  * the pooled form there.  A side of the window longer than C - 1 channels
  * reaches past every channel, so each side is cut to at most C - 1, the
  * window to size' = lo + hi + 1, and alpha' = alpha size' / size keeps
- * alpha / size (ONNX Runtime allocates C + size - 1 channels for LRN, and
- * a pooling kernel of size' taps). */
+ * alpha / size (ONNX Runtime's LRN allocates a buffer that grows with
+ * size, and AveragePool's kernel is size' taps). */
 #include <string.h>
 
 #include "core/core.h"

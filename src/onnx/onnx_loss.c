@@ -21,8 +21,8 @@
  * These are the formulas tapegrad's forwards compute (torch 1.13's):
  * ONNX's loss operators take MEAN as the sum of the weighted losses over
  * the sum of the weights of the targets not ignored, as torch.
- * Softplus(-x) is log(1 + e^-x), finite for |x| = 1000 under ONNX Runtime
- * (torch.onnx writes Log(Sigmoid(x)), which is -inf from x = -18 on).
+ * Softplus(-x) is log(1 + e^-x), finite for |x| = 1000 under ONNX Runtime,
+ * where torch.onnx writes Log(Sigmoid(x)) (onnx_act.c's LogSigmoid).
  * CrossEntropyLoss with label smoothing, or with class probabilities as
  * its target, has no ONNX operator and is refused (torch.onnx refuses
  * label smoothing too). */
