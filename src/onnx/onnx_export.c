@@ -493,6 +493,10 @@ static int tg__onnx_build_n(tg__onnx *g, tg_module *m, int n, tg_tensor *const *
     if (n == 1 && tg__onnx_is_container(m)) return tg__onnx_build(g, m, xs[0], o);
     const tg__onnx_leaf *leaf = tg__onnx_find_leaf(m);
     if (o->extra_outputs && !(leaf && leaf->extra)) return tg__onnx_refuse_extra(m, "");
+    /* a module of several inputs without an export (MSELoss) */
+    TG_CHECK(leaf || tg__onnx_is_container(m) || tg__nn_is_basic_activation(m),
+             TG_EUNSUPPORTED, "onnx_export: module '<top>' (%s) is not supported (docs/onnx.md "
+             "lists the modules that export)", type);
     TG_CHECK(n == 1 || (leaf && leaf->inputs && !tg__nn_is_basic_activation(m)), TG_EINVAL,
              "onnx_export: module '<top>' (%s) takes one graph input, not %d (a "
              "MultiheadAttention, a module of the Transformer family, RNN, LSTM, GRU, "

@@ -243,7 +243,8 @@ int tg__onnx_emit_batchnorm(const tg__onnx_site *s, const char **y)
     TG_TRY(tg_nn_batchnorm_params(s->m, NULL, &eps, NULL, &affine, &track));
     TG_CHECK(track, TG_EUNSUPPORTED,
              "onnx_export: module '%s' (BatchNorm) has no running statistics "
-             "(track_running_stats=false): its inference form is not defined", s->path);
+             "(track_running_stats=false): its inference form is not defined",
+             s->path[0] ? s->path : "<top>");
     return tg__onnx_bn_node(s, eps, affine, y);
 }
 
