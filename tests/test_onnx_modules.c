@@ -9,10 +9,9 @@
  * odd and even sizes (torch's window is ONNX LRN's for odd sizes only),
  * sizes past the channels and inputs of 3 to 5 dims; CosineSimilarity
  * with broadcast inputs, zero vectors and an eps that clamps; every kind
- * of PairwiseDistance's p.  CrossEntropyLoss, NLLLoss, BCEWithLogitsLoss
- * and KLDivLoss on (input, target) with each reduction and their weights.
- * A dynamic batch's output dims are read back from the file.  The
- * refusals name the module and the rule and write nothing. */
+ * of PairwiseDistance's p.  A dynamic batch's output dims are read back
+ * from the file.  The refusals name the module and the rule and write
+ * nothing.  The loss modules: test_onnx_losses.c. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -41,8 +40,6 @@ static tg_tensor *urand(uint64_t seed, int nd, const int64_t *shape, double lo, 
     return th_rand_tensor(&seed, TG_F32, nd, shape, lo, hi);
 }
 
-static char *output_dims(const char *name);
-
 /* Case `name`: m exported on x with a symbolic batch (case_graph checked
  * there), the output's dims as declared out_dims, then run by ONNX Runtime
  * on xr, another batch, against m(xr). */
@@ -52,43 +49,11 @@ static void dynamic_case(const char *name, tg_module *m, tg_tensor *x, tg_tensor
     tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
     o.dynamic_batch = true;
     write_case(name, m, x, RTOL, ATOL, NULL, &o);
-    char *dims = output_dims(name);
+    char *dims = onnx_output_dims(name);
     cr_assert(strcmp(dims, out_dims) == 0, "%s: output dims %s, not %s", name, dims, out_dims);
     free(dims);
     tg_tensor *y = forward(m, xr);
     write_expected(name, xr, y, RTOL, ATOL, NULL);
-    tg_tensor_release(y);
-}
-
-/* The graph output's dims as <name>.onnx declares them, "d0,d1,..." with
- * a symbolic dim by its name (onnx's Python reader): a new string. */
-static char *output_dims(const char *name)
-{
-    char file[128];
-    snprintf(file, sizeof file, "%s.onnx", name);
-    static const char *const code =
-        "import sys, onnx\n"
-        "d = onnx.load(sys.argv[1]).graph.output[0].type.tensor_type.shape.dim\n"
-        "print(','.join(x.dim_param or str(x.dim_value) for x in d))\n";
-    int rc = th_run("TG_PYTHON", (const char *const[]){"-c", code, file, NULL});
-    cr_assert(rc == 0, "reading %s's output: %s%s", file, th_out, th_err);
-    th_out[strcspn(th_out, "\n")] = 0;
-    return strdup(th_out);
-}
-
-/* The same for a module of two inputs: exported on xs, run on xr; the
- * output's dims as declared are out_dims. */
-static void dynamic_case_n(const char *name, tg_module *m, tg_tensor *const *xs,
-                           tg_tensor *const *xr, const char *out_dims)
-{
-    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
-    o.dynamic_batch = true;
-    write_case_n(name, m, 2, xs, X12, RTOL, ATOL, NULL, &o);
-    char *dims = output_dims(name);
-    cr_assert(strcmp(dims, out_dims) == 0, "%s: output dims %s, not %s", name, dims, out_dims);
-    free(dims);
-    tg_tensor *y = forward_n(m, 2, xr);
-    write_expected_n(name, 2, xr, X12, y, RTOL, ATOL, NULL);
     tg_tensor_release(y);
 }
 
@@ -277,7 +242,7 @@ Test(onnx_modules, bilinear_matches_onnxruntime)
                  NULL);
     tg_tensor *r1 = urand(68, 2, (const int64_t[]){7, 5}, -2, 2);
     tg_tensor *r2 = urand(69, 2, (const int64_t[]){7, 4}, -2, 2);
-    dynamic_case_n("bilinear_dynamic", b, (tg_tensor *[]){x1, x2}, (tg_tensor *[]){r1, r2},
+    dynamic_case2("bilinear_dynamic", b, (tg_tensor *[]){x1, x2}, (tg_tensor *[]){r1, r2},
                    "batch,3");
     check_cases();
     tg_module_release(b);
@@ -335,7 +300,7 @@ Test(onnx_modules, cosine_similarity_matches_onnxruntime)
                  NULL);
     tg_tensor *r1 = urand(77, 3, (const int64_t[]){5, 3, 5}, -2, 2);
     tg_tensor *r2 = urand(78, 3, (const int64_t[]){5, 3, 5}, -2, 2);
-    dynamic_case_n("cosine_dynamic", dl, (tg_tensor *[]){c, d}, (tg_tensor *[]){r1, r2},
+    dynamic_case2("cosine_dynamic", dl, (tg_tensor *[]){c, d}, (tg_tensor *[]){r1, r2},
                    "batch,3");
     check_cases();
     tg_module *ms[4] = {d1, dl, d0, big};
@@ -397,26 +362,12 @@ Test(onnx_modules, pairwise_distance_matches_onnxruntime)
     write_case_n("pdist_3d", m, 2, (tg_tensor *[]){c3, d3}, X12, RTOL, ATOL, NULL, NULL);
     tg_tensor *r1 = urand(85, 2, (const int64_t[]){9, 6}, -2, 2);
     tg_tensor *r2 = urand(86, 2, (const int64_t[]){9, 6}, -2, 2);
-    dynamic_case_n("pdist_dynamic", m3, (tg_tensor *[]){a, b}, (tg_tensor *[]){r1, r2},
+    dynamic_case2("pdist_dynamic", m3, (tg_tensor *[]){a, b}, (tg_tensor *[]){r1, r2},
                    "batch,1");
     check_cases();
     tg_module_release(m);
     tg_module_release(m3);
     th_release_all(8, (tg_tensor *[]){a, b, e, row, c3, d3, r1, r2});
-}
-
-static void refused_n(tg_module *m, int n, tg_tensor *const *xs, int rc, const char *want)
-{
-    char path[256];
-    th_tmp_path(path, sizeof path, "kept.onnx");
-    th_write_bytes(path, "kept", 4);
-    cr_assert(eq(int, tg_onnx_export_n(m, n, xs, NULL, path, NULL), rc), "%s: %s", want,
-              tg_error_message());
-    th_expect_in(tg_error_message(), want);
-    size_t len = 0;
-    char *got = th_read_file(path, &len);
-    cr_assert(len == 4 && strncmp(got, "kept", 4) == 0, "a refused export changed %s", path);
-    free(got);
 }
 
 /* The modules of two inputs take exactly (x1, x2), f32, at the top of the
@@ -430,220 +381,41 @@ Test(onnx_modules, refusals_name_the_module_and_write_nothing)
     tg_module *pd = pairwise(2, 1e-6, false);
     tg_tensor *x1 = urand(91, 2, (const int64_t[]){4, 5}, -2, 2);
     tg_tensor *x2 = urand(92, 2, (const int64_t[]){4, 4}, -2, 2);
-    refused_n(b, 1, (tg_tensor *[]){x1}, TG_EINVAL,
+    refused_export_n(b, 1, (tg_tensor *[]){x1}, TG_EINVAL,
               "module '<top>' (Bilinear) takes the graph inputs (x1, x2), not 1");
-    refused_n(cs, 3, (tg_tensor *[]){x1, x1, x1}, TG_EINVAL,
+    refused_export_n(cs, 3, (tg_tensor *[]){x1, x1, x1}, TG_EINVAL,
               "module '<top>' (CosineSimilarity) takes the graph inputs (x1, x2), not 3");
     tg_tensor *idx = NULL;
     OK(tg_tensor_zeros(&idx, TG_I64, 2, (const int64_t[]){4, 5}));
-    refused_n(pd, 2, (tg_tensor *[]){x1, idx}, TG_EDTYPE,
+    refused_export_n(pd, 2, (tg_tensor *[]){x1, idx}, TG_EDTYPE,
               "module '<top>' (PairwiseDistance): graph input 1 (x2) has dtype i64; it must be "
               "f32");
     /* inside a Sequential: one input there */
     tg_module *seq = NULL;
     OK(tg_nn_sequential_new(&seq));
     append(seq, tg_module_retain(pd));
-    refused_n(seq, 1, (tg_tensor *[]){x1}, TG_EINVAL,
+    refused_export_n(seq, 1, (tg_tensor *[]){x1}, TG_EINVAL,
               "module '0' (PairwiseDistance) takes the graph inputs (x1, x2), not 1");
     tg_rng rng;
     tg_rng_init(&rng, 93);
     tg_module *lin = NULL, *loss = NULL;
     OK(tg_nn_linear_new(&lin, 5, 3, true, &rng));
-    refused_n(lin, 2, (tg_tensor *[]){x1, x1}, TG_EINVAL,
+    refused_export_n(lin, 2, (tg_tensor *[]){x1, x1}, TG_EINVAL,
               "module '<top>' (Linear) takes one graph input, not 2 (a MultiheadAttention, a "
               "module of the Transformer family, RNN, LSTM, GRU, Bilinear, CosineSimilarity, "
               "PairwiseDistance, CrossEntropyLoss, NLLLoss, BCEWithLogitsLoss or KLDivLoss at "
               "the top takes several");
     OK(tg_nn_mse_loss_new(&loss, TG_REDUCTION_MEAN));
-    refused_n(loss, 2, (tg_tensor *[]){x1, x1}, TG_EUNSUPPORTED,
+    refused_export_n(loss, 2, (tg_tensor *[]){x1, x1}, TG_EUNSUPPORTED,
               "module '<top>' (MSELoss) is not supported (docs/onnx.md lists the modules that "
               "export)");
     /* an empty LocalResponseNorm input */
     tg_module *l = lrn(3, 1, 0.75, 1);
     tg_tensor *empty = NULL;
     OK(tg_tensor_zeros(&empty, TG_F32, 3, (const int64_t[]){2, 3, 0}));
-    refused_n(l, 1, (tg_tensor *[]){empty}, TG_EUNSUPPORTED,
+    refused_export_n(l, 1, (tg_tensor *[]){empty}, TG_EUNSUPPORTED,
               "module '<top>' (LocalResponseNorm) runs on an empty input");
     tg_module *ms[7] = {b, cs, pd, seq, lin, loss, l};
     for (int i = 0; i < 7; i++) tg_module_release(ms[i]);
     th_release_all(4, (tg_tensor *[]){x1, x2, idx, empty});
-}
-
-static const char *const IT[2] = {"input", "target"};
-
-/* An i64 tensor of the given shape holding v. */
-static tg_tensor *i64s(int nd, const int64_t *shape, const int64_t *v)
-{
-    tg_tensor *t = NULL;
-    OK(tg_tensor_from_data(&t, TG_I64, nd, shape, v));
-    return t;
-}
-
-static tg_tensor *f32s(int nd, const int64_t *shape, const float *v)
-{
-    tg_tensor *t = NULL;
-    OK(tg_tensor_from_data(&t, TG_F32, nd, shape, v));
-    return t;
-}
-
-static void loss_case(const char *name, tg_module *m, tg_tensor *x, tg_tensor *t)
-{
-    write_case_n(name, m, 2, (tg_tensor *[]){x, t}, IT, RTOL, ATOL, NULL, NULL);
-}
-
-/* CrossEntropyLoss and NLLLoss: each reduction, class weights (their
- * buffer "weight"), ignore_index hit by a target, an input (N, C, d), one
- * sample (C) with a 0-d target, a dynamic batch. */
-Test(onnx_modules, class_losses_match_onnxruntime)
-{
-    need_onnx();
-    const float wv[5] = {0.5f, 2.0f, 1.0f, 0.25f, 3.0f};
-    tg_tensor *w = f32s(1, (const int64_t[]){5}, wv);
-    tg_module *ce = NULL, *cew = NULL, *cen = NULL, *nll = NULL, *nlln = NULL;
-    OK(tg_nn_cross_entropy_loss_new(&ce, NULL, TG_IGNORE_INDEX_DEFAULT, TG_REDUCTION_MEAN, 0));
-    OK(tg_nn_cross_entropy_loss_new(&cew, w, 2, TG_REDUCTION_MEAN, 0));
-    OK(tg_nn_cross_entropy_loss_new(&cen, w, 2, TG_REDUCTION_NONE, 0));
-    OK(tg_nn_nll_loss_new(&nll, w, 3, TG_REDUCTION_SUM));
-    OK(tg_nn_nll_loss_new(&nlln, NULL, TG_IGNORE_INDEX_DEFAULT, TG_REDUCTION_NONE));
-    tg_tensor *x = urand(100, 2, (const int64_t[]){6, 5}, -4, 4);
-    tg_tensor *t = i64s(1, (const int64_t[]){6}, (const int64_t[]){0, 2, 4, 1, 3, 2});
-    case_graph = "\"ops\": [\"SoftmaxCrossEntropyLoss\"], \"attributes\": "
-                 "{\"SoftmaxCrossEntropyLoss\": {\"reduction\": \"mean\", \"ignore_index\": "
-                 "-100}}";
-    write_case_n("ce_mean", ce, 2, (tg_tensor *[]){x, t}, IT, RTOL, ATOL, no_inits, NULL);
-    case_graph = "\"attributes\": {\"SoftmaxCrossEntropyLoss\": {\"ignore_index\": 2}}";
-    write_case_n("ce_weight_ignore", cew, 2, (tg_tensor *[]){x, t}, IT, RTOL, ATOL,
-                 (const char *const[]){"weight", NULL}, NULL);
-    loss_case("ce_none", cen, x, t);
-    case_graph = "\"ops\": [\"NegativeLogLikelihoodLoss\"], \"attributes\": "
-                 "{\"NegativeLogLikelihoodLoss\": {\"reduction\": \"sum\"}}";
-    loss_case("nll_sum_weight", nll, x, t);
-    loss_case("nll_none", nlln, x, t);
-    /* (N, C, d) with (N, d) */
-    tg_tensor *x3 = urand(101, 3, (const int64_t[]){2, 5, 3}, -4, 4);
-    tg_tensor *t3 = i64s(2, (const int64_t[]){2, 3}, (const int64_t[]){4, 2, 0, 1, 3, 2});
-    loss_case("ce_spatial", cew, x3, t3);
-    loss_case("nll_spatial", nll, x3, t3);
-    /* one sample: (C) and a 0-d target */
-    tg_tensor *x1 = urand(102, 1, (const int64_t[]){5}, -4, 4);
-    tg_tensor *t0 = i64s(0, NULL, (const int64_t[]){3});
-    case_graph = "\"ops\": [\"Unsqueeze\", \"Unsqueeze\", \"SoftmaxCrossEntropyLoss\", "
-                 "\"Squeeze\"]";
-    loss_case("ce_one_sample_none", cen, x1, t0);
-    loss_case("ce_one_sample_mean", ce, x1, t0);
-    tg_tensor *xr = urand(103, 2, (const int64_t[]){9, 5}, -4, 4);
-    tg_tensor *tr = i64s(1, (const int64_t[]){9}, (const int64_t[]){4, 4, 2, 0, 1, 3, 2, 0, 1});
-    dynamic_case_n("ce_dynamic_none", cen, (tg_tensor *[]){x, t}, (tg_tensor *[]){xr, tr},
-                   "batch");
-    check_cases();
-    tg_module *ms[5] = {ce, cew, cen, nll, nlln};
-    for (int i = 0; i < 5; i++) tg_module_release(ms[i]);
-    th_release_all(9, (tg_tensor *[]){w, x, t, x3, t3, x1, t0, xr, tr});
-}
-
-/* BCEWithLogitsLoss: logits up to |x| = 1000 (finite), each reduction,
- * weight and pos_weight (buffers, broadcast over the rows), a dynamic
- * batch. */
-Test(onnx_modules, bce_with_logits_matches_onnxruntime)
-{
-    need_onnx();
-    const float pv[4] = {0.5f, 2.0f, 3.0f, 1.0f}, wv[4] = {1.0f, 0.25f, 2.0f, 0.5f};
-    tg_tensor *pw = f32s(1, (const int64_t[]){4}, pv), *w = f32s(2, (const int64_t[]){1, 4}, wv);
-    tg_module *plain = NULL, *both = NULL, *none = NULL;
-    OK(tg_nn_bce_with_logits_loss_new(&plain, NULL, TG_REDUCTION_MEAN, NULL));
-    OK(tg_nn_bce_with_logits_loss_new(&both, w, TG_REDUCTION_SUM, pw));
-    OK(tg_nn_bce_with_logits_loss_new(&none, NULL, TG_REDUCTION_NONE, pw));
-    tg_tensor *x = urand(110, 2, (const int64_t[]){5, 4}, -30, 30);
-    tg_tensor *t = urand(111, 2, (const int64_t[]){5, 4}, 0, 1);
-    const float big[8] = {1000, -1000, 999.5f, -999.5f, 0, 30, -30, 2};
-    tg_tensor *xb = f32s(2, (const int64_t[]){2, 4}, big);
-    tg_tensor *tb = urand(112, 2, (const int64_t[]){2, 4}, 0, 1);
-    case_graph = "\"ops\": [\"Neg\", \"Softplus\", \"Sub\", \"Mul\", \"Add\", \"ReduceMean\"]";
-    loss_case("bce_mean", plain, x, t);
-    case_graph = "\"ops\": [\"Neg\", \"Softplus\", \"Sub\", \"Mul\", \"Sub\", \"Mul\", \"Add\", "
-                 "\"Mul\", \"Add\", \"Mul\", \"ReduceSum\"]";
-    write_case_n("bce_weights_sum", both, 2, (tg_tensor *[]){x, t}, IT, RTOL, ATOL,
-                 (const char *const[]){"weight", "pos_weight", "/one", NULL}, NULL);
-    loss_case("bce_none", none, x, t);
-    loss_case("bce_large_logits", none, xb, tb);
-    tg_tensor *xr = urand(113, 2, (const int64_t[]){8, 4}, -30, 30);
-    tg_tensor *tr = urand(114, 2, (const int64_t[]){8, 4}, 0, 1);
-    dynamic_case_n("bce_dynamic_none", none, (tg_tensor *[]){x, t}, (tg_tensor *[]){xr, tr},
-                   "batch,4");
-    check_cases();
-    tg_module_release(plain);
-    tg_module_release(both);
-    tg_module_release(none);
-    th_release_all(8, (tg_tensor *[]){pw, w, x, t, xb, tb, xr, tr});
-}
-
-static tg_module *kl(tg_reduction red, bool log_target)
-{
-    tg_module *m = NULL;
-    OK(tg_nn_kl_div_loss_new(&m, red, log_target));
-    return m;
-}
-
-/* KLDivLoss: each reduction, batchmean on a dynamic batch (the sum over
- * the run's batch, not the export's), targets with zeros (xlogy's 0),
- * log_target, a target broadcast over the batch. */
-Test(onnx_modules, kl_div_matches_onnxruntime)
-{
-    need_onnx();
-    tg_module *mean = kl(TG_REDUCTION_MEAN, false), *sum = kl(TG_REDUCTION_SUM, false);
-    tg_module *none = kl(TG_REDUCTION_NONE, false), *bm = kl(TG_REDUCTION_BATCHMEAN, false);
-    tg_module *lt = kl(TG_REDUCTION_BATCHMEAN, true);
-    tg_tensor *x = urand(120, 2, (const int64_t[]){3, 4}, -3, 0);
-    const float tv[12] = {0.1f, 0, 0.6f, 0.3f, 0, 0, 1, 0, 0.25f, 0.25f, 0.25f, 0.25f};
-    tg_tensor *t = f32s(2, (const int64_t[]){3, 4}, tv);
-    case_graph = "\"ops\": [\"Log\", \"Mul\", \"Equal\", \"Where\", \"Mul\", \"Sub\", "
-                 "\"ReduceMean\"]";
-    loss_case("kl_mean", mean, x, t);
-    loss_case("kl_sum", sum, x, t);
-    loss_case("kl_none", none, x, t);
-    case_graph = "\"ops\": [\"Log\", \"Mul\", \"Equal\", \"Where\", \"Mul\", \"Sub\", "
-                 "\"ReduceSum\", \"Shape\", \"Gather\", \"Cast\", \"Div\"]";
-    loss_case("kl_batchmean", bm, x, t);
-    tg_tensor *lt_t = urand(121, 2, (const int64_t[]){3, 4}, -4, 0);
-    case_graph = "\"ops\": [\"Exp\", \"Sub\", \"Mul\", \"ReduceSum\", \"Shape\", \"Gather\", "
-                 "\"Cast\", \"Div\"]";
-    loss_case("kl_log_target", lt, x, lt_t);
-    tg_tensor *row = urand(122, 1, (const int64_t[]){4}, 0, 1);
-    loss_case("kl_broadcast_target", bm, x, row);
-    tg_tensor *xr = urand(123, 2, (const int64_t[]){7, 4}, -3, 0);
-    tg_tensor *tr = urand(124, 2, (const int64_t[]){7, 4}, 0, 1);
-    dynamic_case_n("kl_dynamic_batchmean", bm, (tg_tensor *[]){x, t}, (tg_tensor *[]){xr, tr},
-                   "");
-    check_cases();
-    tg_module *ms[5] = {mean, sum, none, bm, lt};
-    for (int i = 0; i < 5; i++) tg_module_release(ms[i]);
-    th_release_all(6, (tg_tensor *[]){x, t, lt_t, row, xr, tr});
-}
-
-/* A CrossEntropyLoss with label smoothing, or given class probabilities,
- * has no ONNX operator; a loss below a Sequential gets one input; a loss
- * without an ONNX form (MSELoss) takes none. */
-Test(onnx_modules, loss_refusals_name_the_module_and_write_nothing)
-{
-    need_onnx();
-    tg_module *ls = NULL, *ce = NULL, *seq = NULL;
-    OK(tg_nn_cross_entropy_loss_new(&ls, NULL, TG_IGNORE_INDEX_DEFAULT, TG_REDUCTION_MEAN, 0.1));
-    OK(tg_nn_cross_entropy_loss_new(&ce, NULL, TG_IGNORE_INDEX_DEFAULT, TG_REDUCTION_MEAN, 0));
-    tg_tensor *x = urand(130, 2, (const int64_t[]){3, 4}, -2, 2);
-    tg_tensor *p = urand(131, 2, (const int64_t[]){3, 4}, 0, 1);
-    tg_tensor *t = i64s(1, (const int64_t[]){3}, (const int64_t[]){0, 3, 1});
-    refused_n(ls, 2, (tg_tensor *[]){x, t}, TG_EUNSUPPORTED,
-              "module '<top>' (CrossEntropyLoss) with label_smoothing=0.1 is not supported: "
-              "ONNX's SoftmaxCrossEntropyLoss has no label smoothing");
-    refused_n(ce, 2, (tg_tensor *[]){x, p}, TG_EDTYPE,
-              "module '<top>' (CrossEntropyLoss): graph input 1 (target) has dtype f32; it "
-              "must be i64 class indices");
-    OK(tg_nn_sequential_new(&seq));
-    append(seq, tg_module_retain(ce));
-    refused_n(seq, 1, (tg_tensor *[]){x}, TG_EINVAL,
-              "module '0' (CrossEntropyLoss) takes the graph inputs (input, target), not 1");
-    tg_module_release(ls);
-    tg_module_release(ce);
-    tg_module_release(seq);
-    th_release_all(3, (tg_tensor *[]){x, p, t});
 }
