@@ -40,9 +40,10 @@ int tg__onnx_inputs_pair(const tg_module *m, const char *path, int n, tg_tensor 
         TG_CHECK(tg_tensor_dtype(xs[i]) == TG_F32, TG_EDTYPE,
                  "onnx_export: module '%s' (%s): graph input %d (x%d) has dtype %s; it must "
                  "be f32", where, type, i, i + 1, tg_dtype_name(tg_tensor_dtype(xs[i])));
-    /* dim 0 is the batch when both inputs have the broadcast rank (2 or
-     * more) and it is not the dim a CosineSimilarity reduces; an input
-     * whose extent there is stretched by the other's has no batch axis */
+    /* dim 0 is the batch of an input of the broadcast rank (2 or more)
+     * whose extent there is the broadcast one, unless it is the dim a
+     * CosineSimilarity reduces; an input stretched there by the other has
+     * none, and the output has one when an input has */
     const int r1 = tg_tensor_ndim(xs[0]), r2 = tg_tensor_ndim(xs[1]);
     const int nd = r1 > r2 ? r1 : r2;
     bool batched = nd >= 2;
