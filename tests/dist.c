@@ -211,6 +211,7 @@ int main(int argc, char **argv)
          zero_refusals_are_every_rank_s_and_change_nothing},
         {"broadcast_tensor_takes_every_dtype_and_strided_tensors",
          broadcast_tensor_takes_every_dtype_and_strided_tensors},
+        {"sync_batchnorm_exports_as_batchnorm", sync_batchnorm_exports_as_batchnorm},
     };
     int n_tests = 0, passed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

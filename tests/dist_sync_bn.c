@@ -3,8 +3,10 @@
  * statistics of the whole batch, as one BatchNorm over all the rows does,
  * with the all-reduces it should make.  Run by tests/dist.c's main. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <mpi.h>
 
@@ -330,4 +332,75 @@ void sync_batchnorm_loads_a_state_dict_without_num_batches_tracked(void)
     tg_st_free(f);
     tg_module_release(sm);
     tg_module_release(pm);
+}
+
+/* The bytes of the file at path (malloc'd, *n its length), or NULL. */
+static char *read_all(const char *path, long *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = ftell(f);
+    rewind(f);
+    char *b = malloc(*n > 0 ? (size_t)*n : 1);
+    if (b && fread(b, 1, (size_t)*n, f) != (size_t)*n) *n = -1;
+    fclose(f);
+    return b;
+}
+
+/* In eval a SyncBatchNorm is a BatchNorm with its running statistics, and
+ * so is its ONNX export: a converted model (eps 1e-3, statistics not 0 and
+ * 1) writes the same bytes as the plain one holding the same tensors.
+ * Its parameters read back; another module is refused. */
+void sync_batchnorm_exports_as_batchnorm(void)
+{
+    double eps = 0, momentum = 0;
+    tg_module *sbn = NULL, *lin = NULL;
+    OK(tg_dist_sync_batchnorm_new(&sbn, g_dist, 3, 2e-3, 0.25));
+    OK(tg_dist_sync_batchnorm_params(sbn, &eps, &momentum));
+    CHECK(eps == 2e-3 && momentum == 0.25, "params read %g, %g", eps, momentum);
+    OK(tg_nn_activation_new(&lin, TG_ACT_RELU, 0));
+    int rc = tg_dist_sync_batchnorm_params(lin, &eps, NULL);
+    CHECK(rc == TG_EINVAL && strstr(tg_error_message(), "m is a ReLU module, not SyncBatchNorm"),
+          "another module gave %s: %s", tg_status_name(rc), tg_error_message());
+    tg_module_release(sbn);
+    tg_module_release(lin);
+    if (!tg_onnx_available()) return;
+    tg_module *pm = NULL, *sm = NULL, *bn = NULL;
+    OK(tg_nn_sequential_new(&pm));
+    OK(tg_nn_batchnorm_new(&bn, 2, 3, 1e-3, 0.1, true, true));
+    OK(tg_nn_sequential_append(pm, bn));
+    float *mean = tg_tensor_data(tg_module_find(pm, "0.running_mean"));
+    float *var = tg_tensor_data(tg_module_find(pm, "0.running_var"));
+    for (int c = 0; c < 3; c++) mean[c] = 0.3f * (float)c - 0.2f, var[c] = 0.5f + (float)c;
+    set_affine(bn);
+    const int64_t shape[4] = {2, 3, 4, 5};
+    tg_tensor *x = NULL;
+    OK(tg_tensor_zeros(&x, TG_F32, 4, shape));
+    fill_rows(x, 0, 0.4);
+    char p1[96], p2[96];
+    snprintf(p1, sizeof p1, "/tmp/tg_dist_sbn_onnx_%ld_%d_bn.onnx", (long)getpid(),
+             tg_dist_rank(g_dist));
+    snprintf(p2, sizeof p2, "/tmp/tg_dist_sbn_onnx_%ld_%d_sync.onnx", (long)getpid(),
+             tg_dist_rank(g_dist));
+    OK(tg_onnx_export(pm, x, p1, NULL));
+    OK(tg_nn_sequential_new(&sm));
+    OK(tg_nn_sequential_append(sm, tg_module_retain(bn)));
+    OK(tg_dist_convert_sync_batchnorm(g_dist, sm, NULL));
+    CHECK(!strcmp(tg_module_type_name(tg_module_child(sm, "0")), "SyncBatchNorm"),
+          "the BatchNorm was not converted");
+    tg_module_train(sm, true);
+    OK(tg_onnx_export(sm, x, p2, NULL));
+    CHECK(tg_module_is_training(tg_module_child(sm, "0")), "the export left the module in eval");
+    long n1 = 0, n2 = 0;
+    char *b1 = read_all(p1, &n1), *b2 = read_all(p2, &n2);
+    CHECK(b1 && b2 && n1 > 0 && n1 == n2 && !memcmp(b1, b2, (size_t)n1),
+          "the SyncBatchNorm's export (%ld bytes) is not the BatchNorm's (%ld bytes)", n2, n1);
+    free(b1);
+    free(b2);
+    remove(p1);
+    remove(p2);
+    tg_tensor_release(x);
+    tg_module_release(pm);
+    tg_module_release(sm);
 }

@@ -56,6 +56,7 @@ void sync_batchnorm_takes_half_input_as_batchnorm_does(void);
 void sync_batchnorm_makes_two_allreduces_forward_and_one_backward(void);
 void convert_sync_batchnorm_keeps_the_init_and_syncs(void);
 void sync_batchnorm_loads_a_state_dict_without_num_batches_tracked(void);
+void sync_batchnorm_exports_as_batchnorm(void);
 
 /* tests/dist_ddp_edges.c: rank 0's buffers, unused parameters, a padded
  * last batch. */

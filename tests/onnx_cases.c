@@ -3,6 +3,7 @@
  * the test's temporary folder, and check_cases runs onnx's checker and
  * ONNX Runtime over the folder. */
 #include <criterion/criterion.h>
+#include <criterion/new/assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,3 +324,48 @@ void jcat(char *buf, size_t size, const char *fmt, ...)
     cr_assert(strlen(buf) + 1 < size, "the JSON fragment outgrew its buffer");
 }
 
+/* The graph output's dims as <name>.onnx declares them (onnx_cases.h). */
+char *onnx_output_dims(const char *name)
+{
+    char file[128];
+    snprintf(file, sizeof file, "%s.onnx", name);
+    static const char *const code =
+        "import sys, onnx\n"
+        "d = onnx.load(sys.argv[1]).graph.output[0].type.tensor_type.shape.dim\n"
+        "print(','.join(x.dim_param or str(x.dim_value) for x in d))\n";
+    int rc = th_run("TG_PYTHON", (const char *const[]){"-c", code, file, NULL});
+    cr_assert(rc == 0, "reading %s's output: %s%s", file, th_out, th_err);
+    th_out[strcspn(th_out, "\n")] = 0;
+    return strdup(th_out);
+}
+
+/* A module of two inputs with a dynamic batch (onnx_cases.h). */
+void dynamic_case2(const char *name, tg_module *m, tg_tensor *const *xs, tg_tensor *const *xr,
+                   const char *out_dims)
+{
+    tg_onnx_options o = TG_ONNX_OPTIONS_INIT;
+    o.dynamic_batch = true;
+    write_case_n(name, m, 2, xs, NULL, 1e-5, 1e-6, NULL, &o);
+    char *dims = onnx_output_dims(name);
+    cr_assert(strcmp(dims, out_dims) == 0, "%s: output dims %s, not %s", name, dims, out_dims);
+    free(dims);
+    tg_tensor *y = forward_n(m, 2, xr);
+    write_expected_n(name, 2, xr, NULL, y, 1e-5, 1e-6, NULL);
+    tg_tensor_release(y);
+}
+
+/* An export refused with rc and want, the file at its path kept
+ * (onnx_cases.h). */
+void refused_export_n(tg_module *m, int n, tg_tensor *const *xs, int rc, const char *want)
+{
+    char path[256];
+    th_tmp_path(path, sizeof path, "kept.onnx");
+    th_write_bytes(path, "kept", 4);
+    cr_assert(eq(int, tg_onnx_export_n(m, n, xs, NULL, path, NULL), rc), "%s: %s", want,
+              tg_error_message());
+    th_expect_in(tg_error_message(), want);
+    size_t len = 0;
+    char *got = th_read_file(path, &len);
+    cr_assert(len == 4 && strncmp(got, "kept", 4) == 0, "a refused export changed %s", path);
+    free(got);
+}

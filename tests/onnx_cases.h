@@ -108,4 +108,20 @@ tg_module *dcgan_generator(void);
 /* Appends printf output to the string buf of size bytes. */
 void __attribute__((format(printf, 3, 4))) jcat(char *buf, size_t size, const char *fmt, ...);
 
+/* The dims of the graph output of <name>.onnx in the temporary folder as
+ * the file declares them, "d0,d1,..." with a symbolic dim by its name
+ * ("batch,3"; "" for 0-d), read by onnx's Python package: a new string. */
+char *onnx_output_dims(const char *name);
+
+/* Case `name` of a module of two inputs: exported with a dynamic batch on
+ * xs (rtol 1e-5, atol 1e-6), its output's declared dims checked to be
+ * out_dims, then run by ONNX Runtime on xr, inputs of another batch,
+ * against m's forward on them. */
+void dynamic_case2(const char *name, tg_module *m, tg_tensor *const *xs, tg_tensor *const *xr,
+                   const char *out_dims);
+
+/* tg_onnx_export_n(m, n, xs) must return rc with want in its message and
+ * leave an existing file at its path unchanged. */
+void refused_export_n(tg_module *m, int n, tg_tensor *const *xs, int rc, const char *want);
+
 #endif

@@ -270,6 +270,11 @@ TG_API int tg_dist_checkpoint_save(tg_dist *d, const tg_checkpoint *ck, const ch
  * d is borrowed and must outlive the module. */
 TG_API int tg_dist_sync_batchnorm_new(tg_module **out, tg_dist *d, int64_t num_features,
                                       double eps, double momentum);
+/* What a SyncBatchNorm was made with (a converted one: its BatchNorm's),
+ * for code that walks a model (an exporter).  Out-pointers may be NULL;
+ * TG_EINVAL for a NULL m or, naming its type, another module (every
+ * module, in a library built without MPI). */
+TG_API int tg_dist_sync_batchnorm_params(const tg_module *m, double *eps, double *momentum);
 
 /* Replaces every BatchNorm (tg_nn_batchnorm_new) below m by a SyncBatchNorm
  * over d that shares its tensors (weight, bias, running statistics, count:

@@ -17,8 +17,10 @@
  *
  * Supported: Sequential, Linear, Embedding, Conv1d/2d/3d and ConvTranspose1d/2d/3d with
  * every tg_conv_params option (a fused activation becomes its own node),
- * BatchNorm with running statistics (inference form), the activations,
- * Flatten, Unflatten, Dropout (the identity in eval), Identity, Upsample,
+ * BatchNorm with running statistics (inference form; SyncBatchNorm too),
+ * the activations,
+ * Flatten, Unflatten, Dropout, AlphaDropout and FeatureAlphaDropout (the
+ * identity in eval), Identity, Upsample, ChannelShuffle, LocalResponseNorm,
  * AvgPool1d/2d/3d and MaxPool1d/2d/3d on batched inputs, RNN, LSTM (no
  * proj_size) and GRU as ONNX RNN / LSTM / GRU nodes, RNNCell, LSTMCell and
  * GRUCell as one step of such a node,
@@ -27,7 +29,9 @@
  * TransformerDecoder and Transformer through tg_onnx_export_n,
  * MultiheadAttention on (query, key, value[, key_padding_mask[,
  * attn_mask]]) through tg_onnx_export_n (its weights with extra_outputs),
- * and
+ * Bilinear, CosineSimilarity and PairwiseDistance on (x1, x2) and
+ * CrossEntropyLoss, NLLLoss, BCEWithLogitsLoss and KLDivLoss on (input,
+ * target) through tg_onnx_export_n, and
  * the QuantizedLinear/Conv/ConvTranspose modules of tg_quantize_model.  Anything
  * else is TG_EUNSUPPORTED with a message naming the module's path and type
  * ("onnx_export: module '2' (MyBlock) is not supported"); parameters that
@@ -108,8 +112,10 @@ TG_API int tg_onnx_export(tg_module *m, tg_tensor *example_input, const char *pa
  * Transformer (src, tgt[, src_mask[, tgt_mask[, memory_mask[,
  * src_key_padding_mask[, tgt_key_padding_mask[,
  * memory_key_padding_mask]]]]]]), an RNN or GRU (input, h_0), an LSTM
- * (input, h_0, c_0), an RNNCell or GRUCell (x, hx) and an LSTMCell (x,
- * hx, cx) at the top of the export; the masks f32 (added; a
+ * (input, h_0, c_0), an RNNCell or GRUCell (x, hx), an LSTMCell (x,
+ * hx, cx), a Bilinear, CosineSimilarity or PairwiseDistance (x1, x2,
+ * both f32) and a CrossEntropyLoss or NLLLoss (input, i64 target) or
+ * BCEWithLogitsLoss or KLDivLoss (input, target) at the top of the export; the masks f32 (added; a
  * float key padding mask beside a u8 attention mask is -inf where
  * nonzero, as the module's forward) or u8 (-inf where nonzero).  An
  * optional input of the Transformer family or a MultiheadAttention's mask

@@ -72,6 +72,15 @@ int tg_dist_sync_batchnorm_new(tg_module **out, tg_dist *d, int64_t num_features
     return NO_MPI("dist_sync_batchnorm_new");
 }
 
+/* No module is a SyncBatchNorm without MPI. */
+int tg_dist_sync_batchnorm_params(const tg_module *m, double *eps, double *momentum)
+{
+    (void)eps, (void)momentum;
+    if (!m) return tg__error(TG_EINVAL, "dist_sync_batchnorm_params: m must not be NULL");
+    return tg__error(TG_EINVAL, "dist_sync_batchnorm_params: m is a %s module, not "
+                     "SyncBatchNorm (tapegrad was built without MPI)", tg_module_type_name(m));
+}
+
 int tg_dist_convert_sync_batchnorm(tg_dist *d, tg_module *m, int *n_converted)
 {
     (void)d, (void)m, (void)n_converted;

@@ -322,6 +322,18 @@ int tg_dist_sync_batchnorm_new(tg_module **out, tg_dist *d, int64_t num_features
     return sbn_make(out, d, num_features, eps, momentum, NULL);
 }
 
+int tg_dist_sync_batchnorm_params(const tg_module *m, double *eps, double *momentum)
+{
+    TG_CHECK(m != NULL, TG_EINVAL, "dist_sync_batchnorm_params: m must not be NULL");
+    TG_CHECK(m->vt == &sbn_vt, TG_EINVAL,
+             "dist_sync_batchnorm_params: m is a %s module, not SyncBatchNorm",
+             tg_module_type_name(m));
+    const sbn_state *s = m->state;
+    if (eps) *eps = s->eps;
+    if (momentum) *momentum = s->momentum;
+    return TG_OK;
+}
+
 /* ---- converting a model's BatchNorms ---------------------------------------- */
 
 /* A BatchNorm to replace: parent's child number index, and its successor. */

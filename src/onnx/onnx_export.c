@@ -139,6 +139,19 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"QuantizedConvTranspose", tg__onnx_emit_qdq, NULL, NULL, NULL},
     {"LPPool1d", tg__onnx_emit_lp_pool, NULL, NULL, NULL},
     {"LPPool2d", tg__onnx_emit_lp_pool, NULL, NULL, NULL},
+    {"AlphaDropout", tg__onnx_emit_pass, NULL, NULL, NULL},
+    {"FeatureAlphaDropout", tg__onnx_emit_pass, NULL, NULL, NULL},
+    {"ChannelShuffle", tg__onnx_emit_channel_shuffle, NULL, NULL, NULL},
+    {"LocalResponseNorm", tg__onnx_emit_local_response_norm, NULL, NULL, NULL},
+    {"Bilinear", tg__onnx_emit_bilinear, NULL, tg__onnx_inputs_pair, NULL},
+    {"CosineSimilarity", tg__onnx_emit_cosine_similarity, NULL, tg__onnx_inputs_pair, NULL},
+    {"PairwiseDistance", tg__onnx_emit_pairwise_distance, NULL, tg__onnx_inputs_pair, NULL},
+    {"SyncBatchNorm", tg__onnx_emit_sync_batchnorm, NULL, NULL, NULL},
+    {"CrossEntropyLoss", tg__onnx_emit_loss_classes, tg__onnx_refuse_loss, tg__onnx_inputs_loss,
+     NULL},
+    {"NLLLoss", tg__onnx_emit_loss_classes, NULL, tg__onnx_inputs_loss, NULL},
+    {"BCEWithLogitsLoss", tg__onnx_emit_bce_with_logits, NULL, tg__onnx_inputs_loss, NULL},
+    {"KLDivLoss", tg__onnx_emit_kl_div, NULL, tg__onnx_inputs_loss, NULL},
 };
 
 /* A value of the graph: its name and tapegrad's tensor for it (owned). */
@@ -482,10 +495,15 @@ static int tg__onnx_build_n(tg__onnx *g, tg_module *m, int n, tg_tensor *const *
     if (n == 1 && tg__onnx_is_container(m)) return tg__onnx_build(g, m, xs[0], o);
     const tg__onnx_leaf *leaf = tg__onnx_find_leaf(m);
     if (o->extra_outputs && !(leaf && leaf->extra)) return tg__onnx_refuse_extra(m, "");
+    /* a module of several inputs without an export (MSELoss) */
+    TG_CHECK(leaf || tg__onnx_is_container(m) || tg__nn_is_basic_activation(m),
+             TG_EUNSUPPORTED, "onnx_export: module '<top>' (%s) is not supported (docs/onnx.md "
+             "lists the modules that export)", type);
     TG_CHECK(n == 1 || (leaf && leaf->inputs && !tg__nn_is_basic_activation(m)), TG_EINVAL,
              "onnx_export: module '<top>' (%s) takes one graph input, not %d (a "
-             "MultiheadAttention, a module of the Transformer family, RNN, LSTM or GRU at the "
-             "top takes several: docs/onnx.md)", type, n);
+             "MultiheadAttention, a module of the Transformer family, RNN, LSTM, GRU, "
+             "Bilinear, CosineSimilarity, PairwiseDistance, CrossEntropyLoss, NLLLoss, "
+             "BCEWithLogitsLoss or KLDivLoss at the top takes several: docs/onnx.md)", type, n);
     /* the Transformer family's optional inputs may be left out (NULL), and
      * its forward takes the masks, which tg_module_forward_n does not; so
      * do a MultiheadAttention's masks after query, key and value */

@@ -154,6 +154,8 @@ int tg__onnx_emit_embedding(const tg__onnx_site *s, const char **y);
 int tg__onnx_refuse_embedding(const tg_module *m, const char *path);
 int tg__onnx_emit_conv(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_batchnorm(const tg__onnx_site *s, const char **y);
+/* SyncBatchNorm (tapegrad/dist.h) in eval: BatchNorm's node. */
+int tg__onnx_emit_sync_batchnorm(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_activation(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_prelu(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_elu(const tg__onnx_site *s, const char **y);
@@ -279,3 +281,25 @@ int tg__onnx_extra_rnn(tg_module *m, const tg_onnx_options *opt, int n, tg_tenso
 int tg__onnx_extra_multihead_attention(tg_module *m, const tg_onnx_options *opt, int n,
                                        tg_tensor *const *xs, tg_tensor **ys, const char **names,
                                        int *axes);
+/* ChannelShuffle as Reshape, Transpose, Reshape; LocalResponseNorm as
+ * LRN (odd size) or its pooled form (even size) (onnx_channel.c). */
+int tg__onnx_emit_channel_shuffle(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_local_response_norm(const tg__onnx_site *s, const char **y);
+/* Bilinear, CosineSimilarity and PairwiseDistance on the two graph inputs
+ * (x1, x2) of tg_onnx_export_n, and their inputs rule: n must be 2, both
+ * f32 (onnx_pair.c). */
+int tg__onnx_inputs_pair(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
+                         int *axes);
+int tg__onnx_emit_bilinear(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_cosine_similarity(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_pairwise_distance(const tg__onnx_site *s, const char **y);
+/* CrossEntropyLoss and NLLLoss (one emitter), BCEWithLogitsLoss and
+ * KLDivLoss on the graph inputs (input, target), their inputs rule (n 2,
+ * input f32, target i64 class indices or f32) and the refusal of a
+ * CrossEntropyLoss with label smoothing (onnx_loss.c). */
+int tg__onnx_emit_loss_classes(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_bce_with_logits(const tg__onnx_site *s, const char **y);
+int tg__onnx_emit_kl_div(const tg__onnx_site *s, const char **y);
+int tg__onnx_inputs_loss(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
+                         int *axes);
+int tg__onnx_refuse_loss(const tg_module *m, const char *path);

@@ -9,7 +9,8 @@
  * Transpose + MatMul + Add; ConvNd / ConvTransposeNd -> Conv / ConvTranspose
  * with pads = (low..., high...) (a padding_mode other than zeros: the nodes
  * of onnx_pad.c, then pads 0) and the fused activation as its own node;
- * BatchNorm -> BatchNormalization with the running statistics; Flatten and
+ * BatchNorm and SyncBatchNorm (eval) -> BatchNormalization with the
+ * running statistics; Flatten and
  * Unflatten -> Reshape; PixelShuffle -> DepthToSpace (mode CRD, torch's
  * channel order c*r*r + i*r + j); PixelUnshuffle -> Reshape to (N, C, H, r,
  * W, r), Transpose (0, 1, 3, 5, 2, 4), Reshape (SpaceToDepth orders the
@@ -23,6 +24,7 @@
 
 #include "core/core.h"
 #include "onnx/onnx_graph.h"
+#include "tapegrad/dist.h"
 #include "ops/prelu_internal.h"
 
 const char *tg__onnx_param_name(const tg__onnx_site *s, const char *name)
@@ -212,14 +214,10 @@ static const char *tg__onnx_fill(const tg__onnx_site *s, const char *what, int64
     return rc == TG_OK ? name : NULL;
 }
 
-int tg__onnx_emit_batchnorm(const tg__onnx_site *s, const char **y)
+/* BatchNormalization of s->x by the module's running statistics and,
+ * with affine, its weight and bias. */
+static int tg__onnx_bn_node(const tg__onnx_site *s, double eps, bool affine, const char **y)
 {
-    double eps;
-    bool affine, track;
-    TG_TRY(tg_nn_batchnorm_params(s->m, NULL, &eps, NULL, &affine, &track));
-    TG_CHECK(track, TG_EUNSUPPORTED,
-             "onnx_export: module '%s' (BatchNorm) has no running statistics "
-             "(track_running_stats=false): its inference form is not defined", s->path);
     const int64_t c = tg_tensor_dim(s->xt, 1);
     const char *w = NULL, *b = NULL, *mean = NULL, *var = NULL;
     if (affine) {
@@ -236,6 +234,27 @@ int tg__onnx_emit_batchnorm(const tg__onnx_site *s, const char **y)
     TG_TRY(tg__onnx_add(s->g, &n, y, s->scope, "BatchNormalization", 5,
                          (const char *const[]){s->x, w, b, mean, var}));
     return tg__onnx_attr_float(s->g, n, "epsilon", (float)eps);
+}
+
+int tg__onnx_emit_batchnorm(const tg__onnx_site *s, const char **y)
+{
+    double eps;
+    bool affine, track;
+    TG_TRY(tg_nn_batchnorm_params(s->m, NULL, &eps, NULL, &affine, &track));
+    TG_CHECK(track, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (BatchNorm) has no running statistics "
+             "(track_running_stats=false): its inference form is not defined",
+             s->path[0] ? s->path : "<top>");
+    return tg__onnx_bn_node(s, eps, affine, y);
+}
+
+/* A SyncBatchNorm is affine with running statistics; in eval it is a
+ * BatchNorm with them. */
+int tg__onnx_emit_sync_batchnorm(const tg__onnx_site *s, const char **y)
+{
+    double eps;
+    TG_TRY(tg_dist_sync_batchnorm_params(s->m, &eps, NULL));
+    return tg__onnx_bn_node(s, eps, true, y);
 }
 
 int tg__onnx_emit_activation(const tg__onnx_site *s, const char **y)
