@@ -92,7 +92,8 @@
     X(xlogy, 3)          /* xlogy_hypot.c: xlogy xlog1py hypot */ \
     X(special_math, 4)   /* special_math.c: erfc erfinv logit sinc */ \
     X(gamma, 3)          /* gamma.c: lgamma digamma polygamma */ \
-    X(frac, 3)           /* frac_copysign.c: frac copysign heaviside */
+    X(frac, 3)           /* frac_copysign.c: frac copysign heaviside */ \
+    X(grid_sample, 2)    /* grid_sample.c: grid_sample grid_sample_backward */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];
