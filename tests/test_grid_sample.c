@@ -4,7 +4,8 @@
  * outside the input and points on the clip ends; f64 and f32), gradcheck
  * in f64 away from the kinks, gradgradcheck of affine_grid, the identity
  * grid reproducing the input, the same bits at 1 and 2 threads, strided
- * inputs, autocast, the refused second derivative and the refusals.
+ * inputs, autocast, NaN coordinates, the refused second derivative and the
+ * refusals.
  * Goldens: scripts/make_grid_sample_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -328,6 +329,36 @@ Test(grid_sample, autocast_computes_in_f32)
         TG_EDTYPE, "input has dtype bf16");
     th_release_all(10, (tg_tensor *[]){xf, gf, xh, gh, xr, gr, y, yr, ys, d[0]});
     tg_tensor_release(d[1]);
+}
+
+/* x = 1 .. 9 in a 3 x 3 image, a point (NaN, 0.5): y = 0.5 is row 1.75
+ * (((0.5 + 1) * 3 - 1) / 2); border and reflection clip the NaN x to
+ * column 0, as torch's 2-D kernel: bilinear 4 * 0.25 + 7 * 0.75 = 6.25,
+ * nearest row 2's 7; zeros reads nothing, bicubic's weights are NaN. */
+Test(grid_sample, nan_coordinates)
+{
+    const double xv[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, gv[2] = {NAN, 0.5};
+    tg_tensor *x = th_tensor_from(TG_F32, 4, (int64_t[]){1, 1, 3, 3}, xv);
+    tg_tensor *g = th_tensor_from(TG_F32, 4, (int64_t[]){1, 1, 1, 2}, gv);
+    const struct {
+        tg_grid_sample_mode mode;
+        tg_grid_sample_padding pad;
+        double want;
+    } cases[] = {{TG_GRID_SAMPLE_BILINEAR, TG_GRID_SAMPLE_BORDER, 6.25},
+                 {TG_GRID_SAMPLE_BILINEAR, TG_GRID_SAMPLE_REFLECTION, 6.25},
+                 {TG_GRID_SAMPLE_NEAREST, TG_GRID_SAMPLE_BORDER, 7},
+                 {TG_GRID_SAMPLE_NEAREST, TG_GRID_SAMPLE_REFLECTION, 7},
+                 {TG_GRID_SAMPLE_BILINEAR, TG_GRID_SAMPLE_ZEROS, 0},
+                 {TG_GRID_SAMPLE_NEAREST, TG_GRID_SAMPLE_ZEROS, 0},
+                 {TG_GRID_SAMPLE_BICUBIC, TG_GRID_SAMPLE_BORDER, NAN}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tg_tensor *y = NULL;
+        OK(tg_grid_sample(&y, x, g, cases[i].mode, cases[i].pad, false));
+        cr_assert(th_close(th_at(y, 0), cases[i].want, 0, 0), "case %zu: %.9g, want %.9g", i,
+                  th_at(y, 0), cases[i].want);
+        tg_tensor_release(y);
+    }
+    th_release_all(2, (tg_tensor *[]){x, g});
 }
 
 /* ---- refusals ---- */

@@ -252,7 +252,9 @@ typedef enum tg_grid_sample_padding {
  * again is TG_EUNSUPPORTED, where torch 1.13 raises "derivative for
  * grid_sampler_2d_backward is not implemented".  The batch runs over the
  * thread pool with results independent of the thread count.  A NaN grid
- * coordinate reads nothing (zeros), where torch's result is unspecified.
+ * coordinate reads pixel 0 along its axis with border and reflection (as
+ * torch's 2-D kernel) and nothing with zeros (0; torch's 2-D bilinear
+ * gives NaN); bicubic gives NaN, as torch.
  * *out receives a new reference; on error it is untouched.  TG_EINVAL for
  * a NULL argument or an unknown mode or padding_mode, and for bicubic with
  * a 5-D input; TG_EDTYPE for an integer tensor, dtypes that differ, or

@@ -22,7 +22,8 @@
  * read times the other axes' factors, +-1), times dr/dc: (S - 1)/2 or S/2,
  * times the clip's derivative (0 at and beyond either end) and the
  * reflection's (+-1); nearest's is 0.  So the grid gradient is torch's
- * piecewise one, kinks included.
+ * piecewise one, kinks included.  A NaN coordinate clips to 0 (border,
+ * reflection: torch's 2-D kernel's pixel) and reads nothing with zeros.
  *
  * grid_sample's backward is the op grid_sample_backward(g, input, grid),
  * whose output packs d input and d grid into one flat tensor that the

@@ -23,11 +23,12 @@ static inline GS_T GS_FN(gs_unnormalize)(GS_T c, int64_t size, bool align, GS_T 
 }
 
 /* clip_coordinates(_set_grad): into [0, size - 1]; the gradient is 0 at and
- * beyond either end (torch counts the borders as out of bounds). */
+ * beyond either end (torch counts the borders as out of bounds).  A NaN
+ * goes to 0, as in torch's 2-D kernel. */
 static inline GS_T GS_FN(gs_clip)(GS_T in, int64_t size, GS_T *d)
 {
     const GS_T hi = (GS_T)(size - 1);
-    if (in <= 0) {
+    if (!(in > 0)) {
         *d = 0;
         return 0;
     }
