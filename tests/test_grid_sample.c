@@ -37,7 +37,8 @@ Test(grid_sample, every_case_matches_torch)
     for (int i = 0; i < n; i++) {
         char c[16];
         snprintf(c, sizeof c, "gs%d", i);
-        const int mode = atoi(th_golden_meta(f, c, "mode")), pad = atoi(th_golden_meta(f, c, "pad"));
+        const int mode = atoi(th_golden_meta(f, c, "mode"));
+        const int pad = atoi(th_golden_meta(f, c, "pad"));
         const bool align = atoi(th_golden_meta(f, c, "align")) != 0;
         tg_tensor *x = th_leaf_clone(th_golden_get(f, c, "x"));
         tg_tensor *grid = th_leaf_clone(th_golden_get(f, c, "grid")), *y = NULL;
