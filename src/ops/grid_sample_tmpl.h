@@ -265,33 +265,41 @@ static void GS_FN(gs_backward)(void *job, int64_t lo, int64_t hi)
                 continue;
             }
             int64_t off[8];
-            GS_T w[8], l[3], s[3] = {0, 0, 0};
+            GS_T w[8], l[3], s[3] = {0, 0, 0}, fac[8][3];
             const int nk = GS_FN(gs_corners)(j, src, off, w, l);
             const GS_T *x = (const GS_T *)j->x + n * C * plane;
             GS_T *dx = (GS_T *)j->dx + n * C * plane;
             const GS_T *g = (const GS_T *)j->g + n * C * P + p;
+            if (j->mode == TG_GRID_SAMPLE_NEAREST) {   /* grid gradient 0, as torch */
+                for (int64_t c = 0; off[0] >= 0 && c < C; c++) dx[c * plane + off[0]] += g[c * P];
+                for (int a = 0; a < ns; a++) dgrid[a] = 0;
+                continue;
+            }
+            /* d w[k] / d src[a] = +-fac[k][a]: the other axes' factors (x's
+             * first), + for the hi corner along a, - for lo */
+            for (int k = 0; k < nk; k++)
+                for (int a = 0; a < ns; a++) {
+                    GS_T f = 1;
+                    for (int b = ns - 1; b >= 0; b--) {
+                        if (b == a) continue;
+                        const bool hb = (k >> (ns - 1 - b)) & 1;
+                        f = f * (hb ? src[b] - l[b] : l[b] + 1 - src[b]);
+                    }
+                    fac[k][a] = f;
+                }
             for (int64_t c = 0; c < C; c++, x += plane, dx += plane) {
                 const GS_T go = g[c * P];
                 for (int k = 0; k < nk; k++) {
                     if (off[k] < 0) continue;
+                    const GS_T v = x[off[k]];
                     dx[off[k]] += w[k] * go;
-                    if (j->mode == TG_GRID_SAMPLE_NEAREST) continue;
-                    /* d w[k] / d src[a]: the other axes' factors (x's
-                     * first), +1 for the hi corner along a, -1 for lo */
                     for (int a = 0; a < ns; a++) {
-                        GS_T f = x[off[k]];
-                        for (int b = ns - 1; b >= 0; b--) {
-                            if (b == a) continue;
-                            const bool hb = (k >> (ns - 1 - b)) & 1;
-                            f *= hb ? src[b] - l[b] : l[b] + 1 - src[b];
-                        }
-                        if ((k >> (ns - 1 - a)) & 1) s[a] += f * go;
-                        else s[a] -= f * go;
+                        if ((k >> (ns - 1 - a)) & 1) s[a] += v * fac[k][a] * go;
+                        else s[a] -= v * fac[k][a] * go;
                     }
                 }
             }
-            for (int a = 0; a < ns; a++)   /* nearest: 0, as torch (not -0) */
-                dgrid[ns - 1 - a] = j->mode == TG_GRID_SAMPLE_NEAREST ? 0 : m[a] * s[a];
+            for (int a = 0; a < ns; a++) dgrid[ns - 1 - a] = m[a] * s[a];
         }
 }
 
