@@ -4,8 +4,8 @@
  * outside the input and points on the clip ends; f64 and f32), gradcheck
  * in f64 away from the kinks, gradgradcheck of affine_grid, the identity
  * grid reproducing the input, the same bits at 1 and 2 threads, strided
- * inputs, autocast, NaN coordinates, the refused second derivative and the
- * refusals.
+ * inputs, autocast, NaN coordinates, empty batches and grids, the refused
+ * second derivative and the refusals.
  * Goldens: scripts/make_grid_sample_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -360,6 +360,31 @@ Test(grid_sample, nan_coordinates)
         tg_tensor_release(y);
     }
     th_release_all(2, (tg_tensor *[]){x, g});
+}
+
+/* An empty batch and a grid of no points give empty results, and zero
+ * gradients for the input, as torch. */
+Test(grid_sample, empty_batch_and_empty_grid)
+{
+    tg_tensor *x0 = NULL, *g0 = NULL, *x = NULL, *ge = NULL, *y0 = NULL, *y = NULL, *s = NULL;
+    OK(tg_tensor_zeros(&x0, TG_F32, 4, (int64_t[]){0, 2, 3, 3}));
+    OK(tg_tensor_zeros(&g0, TG_F32, 4, (int64_t[]){0, 2, 2, 2}));
+    OK(tg_tensor_zeros(&ge, TG_F32, 4, (int64_t[]){1, 0, 2, 2}));
+    uint64_t seed = 2;
+    x = th_rand_tensor(&seed, TG_F32, 4, (int64_t[]){1, 2, 3, 3}, -1, 1);
+    OK(tg_tensor_set_requires_grad(x, true));
+    OK(tg_tensor_set_requires_grad(ge, true));
+    OK(tg_grid_sample(&y0, x0, g0, TG_GRID_SAMPLE_BICUBIC, TG_GRID_SAMPLE_ZEROS, false));
+    th_expect_shape(y0, 4, (int64_t[]){0, 2, 2, 2});
+    OK(tg_grid_sample(&y, x, ge, TG_GRID_SAMPLE_BILINEAR, TG_GRID_SAMPLE_BORDER, true));
+    th_expect_shape(y, 4, (int64_t[]){1, 2, 0, 2});
+    OK(tg_sum(&s, y));
+    OK(tg_backward(s, NULL, NULL));
+    for (int64_t i = 0; i < 18; i++)
+        cr_assert(th_at(tg_tensor_grad(x), i) == 0, "dx[%lld] = %g", (long long)i,
+                  th_at(tg_tensor_grad(x), i));
+    th_expect_shape(tg_tensor_grad(ge), 4, (int64_t[]){1, 0, 2, 2});
+    th_release_all(7, (tg_tensor *[]){x0, g0, x, ge, y0, y, s});
 }
 
 /* ---- refusals ---- */
