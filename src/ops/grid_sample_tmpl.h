@@ -55,7 +55,7 @@ static inline GS_T GS_FN(gs_reflect)(GS_T in, int64_t twice_low, int64_t twice_h
         in = -in;
     }
     const GS_T extra = (GS_T)fmod((double)in, (double)span);
-    const double flips = floor((double)in / (double)span);
+    const double flips = floor((double)(in / span));   /* the quotient in GS_T, as torch */
     if (fmod(flips, 2) == 0) {
         *d = sign;
         return extra + lo;
