@@ -254,7 +254,7 @@ typedef enum tg_grid_sample_padding {
  * thread pool with results independent of the thread count.  A NaN grid
  * coordinate reads pixel 0 along its axis with border and reflection (as
  * torch's 2-D kernel) and nothing with zeros (0; torch's 2-D bilinear
- * gives NaN); bicubic gives NaN, as torch.
+ * gives NaN); bicubic gives NaN, as torch.  input and grid are borrowed;
  * *out receives a new reference; on error it is untouched.  TG_EINVAL for
  * a NULL argument or an unknown mode or padding_mode, and for bicubic with
  * a 5-D input; TG_EDTYPE for an integer tensor, dtypes that differ, or
@@ -272,11 +272,12 @@ TG_API int tg_grid_sample(tg_tensor **out, tg_tensor *input, tg_tensor *grid,
  * (x_j, y_i, 1) (and z), where x_j runs evenly over -1 .. 1 across W
  * (align_corners) or over the pixel centres -1 + 1/W .. 1 - 1/W (not), and
  * is 0 for an extent of 1: a base grid times theta^T by tg_matmul, so
- * differentiable in theta to any order.  *out receives a new reference; on
- * error it is untouched.  TG_EINVAL for a NULL out, theta or size, or n
- * not 4 or 5; TG_EDTYPE for an integer theta; TG_ESHAPE with torch's words
- * for theta not (N, 2, 3) / (N, 3, 4) of size's N, or a size entry < 1
- * (torch takes a 0 extent with align_corners only when another is 1). */
+ * differentiable in theta to any order.  theta and size are borrowed;
+ * *out receives a new reference; on error it is untouched.  TG_EINVAL for
+ * a NULL out, theta or size, or n not 4 or 5; TG_EDTYPE for an integer
+ * theta; TG_ESHAPE with torch's words for theta not (N, 2, 3) / (N, 3, 4)
+ * of size's N, or a size entry < 1 (torch takes a 0 extent with
+ * align_corners only when another is 1). */
 TG_API int tg_affine_grid(tg_tensor **out, tg_tensor *theta, int n, const int64_t *size,
                           bool align_corners);
 
