@@ -5,6 +5,7 @@
 
 #include "gradcheck_cases.h"
 #include "tapegrad/ops.h"
+#include "tapegrad/pool.h"
 
 /* ---- the functions under test; user is the gc_case ---- */
 
@@ -166,6 +167,12 @@ static int f_roll(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 static int f_tril(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 {
     return tg_tril(out, in[0], 1);
+}
+
+/* affine_grid: base grid times theta^T, one matmul */
+static int f_affine_grid(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    return tg_affine_grid(out, in[0], 4, (const int64_t[]){2, 1, 3, 4}, false);
 }
 
 static int f_triu(tg_tensor **out, int n, tg_tensor *const *in, void *user)
@@ -603,6 +610,8 @@ const gc_case gc_cases[] = {
     GC_FN("tril", "linalg", f_tril, "(2, 3, 4) diagonal 1", 1, .ndim = {3},
           .shape = {{2, 3, 4}}),
     GC_FN("triu", "linalg", f_triu, "(4, 3) diagonal -1", 1, .ndim = {2}, .shape = {{4, 3}}),
+    GC_FN("matmul", "linalg", f_affine_grid, "affine_grid theta (2, 2, 3) size (2, 1, 3, 4)", 1,
+          .ndim = {3}, .shape = {{2, 2, 3}}),
     {.op = "linear", .group = "linalg", .label = "x (3, 4), w (2, 4), b (2)",
      .fn = f_linear, .n = 3, .ndim = {2, 2, 1}, .shape = {{3, 4}, {2, 4}, {2}}},
     /* normalisation and losses */

@@ -2,7 +2,8 @@
  * (nn.Upsample(scale_factor=s), F.interpolate(mode='nearest')), linear
  * interpolation (modes 'linear', 'bilinear', 'trilinear') for N = 1, 2, 3
  * spatial dims, and bicubic and antialiased (antialias=True) bilinear and
- * bicubic interpolation for N = 2, with PyTorch's semantics.
+ * bicubic interpolation for N = 2, and sampling at grid points (F.grid_sample,
+ * F.affine_grid), with PyTorch's semantics.
  *
  *   tg_pool_params p = TG_POOL_PARAMS_INIT;
  *   tg_pool_params_set(&p, 2, 0, 0);           // kernel 2, stride = kernel
@@ -296,6 +297,75 @@ TG_API int tg_fractional_max_pool(tg_tensor **out, tg_tensor **indices, tg_tenso
                                   int n_spatial, const int64_t *kernel,
                                   const int64_t *output_size, const double *output_ratio,
                                   tg_tensor *random_samples);
+
+/* ---- sampling at grid points: F.grid_sample and F.affine_grid ---- */
+
+/* grid_sample's interpolation; the values are torch's
+ * GridSamplerInterpolation. */
+typedef enum tg_grid_sample_mode {
+    TG_GRID_SAMPLE_BILINEAR = 0,
+    TG_GRID_SAMPLE_NEAREST = 1,
+    TG_GRID_SAMPLE_BICUBIC = 2
+} tg_grid_sample_mode;
+
+/* grid_sample's reading outside the input (torch's GridSamplerPadding):
+ * zeros, the nearest border pixel, or the position reflected at the
+ * borders.  Not tg_pad_mode: reflection here mirrors a continuous position
+ * (about the outer edges without align_corners). */
+typedef enum tg_grid_sample_padding {
+    TG_GRID_SAMPLE_ZEROS = 0,
+    TG_GRID_SAMPLE_BORDER = 1,
+    TG_GRID_SAMPLE_REFLECTION = 2
+} tg_grid_sample_padding;
+
+/* F.grid_sample(input, grid, mode, padding_mode, align_corners) of torch
+ * 1.13: input (N, C, H_in, W_in) with grid (N, H, W, 2) gives (N, C, H, W);
+ * input (N, C, D_in, H_in, W_in) with grid (N, D, H, W, 3) gives
+ * (N, C, D, H, W).  grid[..., 0] is x (along W), [..., 1] y, [..., 2] z,
+ * each -1 .. 1 across the input: with align_corners the centres of the
+ * corner pixels, without it their outer edges.  A position
+ *   align_corners:  r = (c + 1) / 2 * (S - 1),  otherwise r = ((c + 1) S - 1) / 2
+ * reads, by padding_mode, zeros outside, the clipped position, or the
+ * position reflected at the borders (and clipped).  Nearest takes pixel
+ * nearbyint(r) (ties to even), bilinear the 2 (x 2 x 2) pixels around r,
+ * bicubic (4-D only) the 4 x 4 around r with Keys's weights (A = -0.75),
+ * the padding applied to each tap's index, as torch's.  f32 and f64 (input
+ * and grid of the same dtype), computed in their own arithmetic; f16 and
+ * bf16 only inside an autocast scope, which computes in f32 as torch's CPU
+ * autocast does.  Gradients for input and grid, torch's: the grid's is 0
+ * for nearest and at and beyond the clipped ends (border, reflection).  A
+ * create_graph backward records the gradients, and differentiating them
+ * again is TG_EUNSUPPORTED, where torch 1.13 raises "derivative for
+ * grid_sampler_2d_backward is not implemented".  The batch runs over the
+ * thread pool with results independent of the thread count.  A NaN grid
+ * coordinate reads pixel 0 along its axis with border and reflection (as
+ * torch's 2-D kernel) and nothing with zeros (0; torch's 2-D bilinear
+ * gives NaN); bicubic gives NaN, as torch.  input and grid are borrowed;
+ * *out receives a new reference; on error it is untouched.  TG_EINVAL for
+ * a NULL argument or an unknown mode or padding_mode, and for bicubic with
+ * a 5-D input; TG_EDTYPE for an integer tensor, dtypes that differ, or
+ * f16/bf16 outside autocast; TG_ESHAPE with torch's words for an input
+ * that is not 4-D or 5-D, a grid of another rank, batch size or last
+ * extent (2 for 4-D, 3 for 5-D), or an empty spatial dim of input. */
+TG_API int tg_grid_sample(tg_tensor **out, tg_tensor *input, tg_tensor *grid,
+                          tg_grid_sample_mode mode, tg_grid_sample_padding padding_mode,
+                          bool align_corners);
+
+/* F.affine_grid(theta, size, align_corners) of torch 1.13: the sampling
+ * grid of the affine maps theta for an output of size (n = 4: (N, C, H, W),
+ * theta (N, 2, 3), result (N, H, W, 2); n = 5: (N, C, D, H, W), theta
+ * (N, 3, 4), result (N, D, H, W, 3)).  Point (.., i, j) is theta times
+ * (x_j, y_i, 1) (and z), where x_j runs evenly over -1 .. 1 across W
+ * (align_corners) or over the pixel centres -1 + 1/W .. 1 - 1/W (not), and
+ * is 0 for an extent of 1: a base grid times theta^T by tg_matmul, so
+ * differentiable in theta to any order.  theta and size are borrowed;
+ * *out receives a new reference; on error it is untouched.  TG_EINVAL for
+ * a NULL out, theta or size, or n not 4 or 5; TG_EDTYPE for an integer
+ * theta; TG_ESHAPE with torch's words for theta not (N, 2, 3) / (N, 3, 4)
+ * of size's N, or a size entry < 1 (torch takes a 0 extent with
+ * align_corners only when another is 1). */
+TG_API int tg_affine_grid(tg_tensor **out, tg_tensor *theta, int n, const int64_t *size,
+                          bool align_corners);
 
 #ifdef __cplusplus
 }

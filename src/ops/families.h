@@ -93,7 +93,8 @@
     X(special_math, 4)   /* special_math.c: erfc erfinv logit sinc */ \
     X(gamma, 3)          /* gamma.c: lgamma digamma polygamma */ \
     X(frac, 3)           /* frac_copysign.c: frac copysign heaviside */ \
-    X(fractional_max_pool, 1) /* fractional_max_pool.c: fractional_max_pool_indices */
+    X(fractional_max_pool, 1) /* fractional_max_pool.c: fractional_max_pool_indices */ \
+    X(grid_sample, 2)    /* grid_sample.c: grid_sample grid_sample_backward */
 
 /* Declares tg__binary_ops ... the tables. */
 #define TG__FAMILY_DECLARE(fam, count) extern const tg_op_schema *const tg__##fam##_ops[];

@@ -1,0 +1,102 @@
+/* bench/grid_sample: the time of one grid_sample call (bilinear, zeros,
+ * align_corners false), forward or forward and backward, for
+ * bench/grid_sample.py (which runs the same call in PyTorch and gives the
+ * ratio).
+ *
+ *   grid_sample --shape N,C,H,W,Ho,Wo [--dtype f32|f64] [--threads T] [--repeat R (20)]
+ *               [--mode bilinear|nearest|bicubic] [--backward]
+ *
+ * input (N, C, H, W) of U[-1, 1) values, grid (N, Ho, Wo, 2) of U[-1.1, 1.1).
+ * With --backward input and grid require grad and a pass is the call, the
+ * backward of its sum and both gradients released, as PyTorch's
+ * x.grad = None.  After three passes of warmup, times R passes and prints
+ * one JSON line with the median in ms. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tapegrad/tapegrad.h>
+
+#include "timing.h"
+
+#define CHECK(call) BENCH_CHECK("grid_sample", call)
+
+typedef struct gs_case {
+    tg_tensor *x, *grid;
+    tg_grid_sample_mode mode;
+    bool backward;
+} gs_case;
+
+static void pass(const void *arg)
+{
+    const gs_case *c = arg;
+    tg_tensor *y = NULL, *s = NULL;
+    CHECK(tg_grid_sample(&y, c->x, c->grid, c->mode, TG_GRID_SAMPLE_ZEROS, false));
+    if (c->backward) {
+        CHECK(tg_sum(&s, y));
+        CHECK(tg_backward(s, NULL, NULL));
+        tg_tensor_zero_grad(c->x);
+        tg_tensor_zero_grad(c->grid);
+    }
+    tg_tensor_release(s);
+    tg_tensor_release(y);
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: grid_sample --shape N,C,H,W,Ho,Wo [--dtype f32|f64] [--threads T] "
+                    "[--repeat R] [--mode bilinear|nearest|bicubic] [--backward]\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    long threads = 0, repeat = 20;
+    int64_t s[6] = {0};
+    bool have_shape = false;
+    tg_dtype dt = TG_F32;
+    gs_case c = {.mode = TG_GRID_SAMPLE_BILINEAR, .backward = false};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long *dst = !strcmp(a, "--threads") ? &threads : !strcmp(a, "--repeat") ? &repeat : NULL;
+        if (!strcmp(a, "--backward")) {
+            c.backward = true;
+        } else if (dst && v) {
+            char *end;
+            *dst = strtol(v, &end, 10);
+            if (*end || end == v || *dst < 0) return usage();
+            i++;
+        } else if (!strcmp(a, "--dtype") && v && bench_parse_dtype(v, &dt)) {
+            i++;
+        } else if (!strcmp(a, "--mode") && v) {
+            c.mode = !strcmp(v, "nearest") ? TG_GRID_SAMPLE_NEAREST
+                     : !strcmp(v, "bicubic") ? TG_GRID_SAMPLE_BICUBIC : TG_GRID_SAMPLE_BILINEAR;
+            i++;
+        } else if (!strcmp(a, "--shape") && v) {
+            have_shape = sscanf(v, "%" SCNd64 ",%" SCNd64 ",%" SCNd64 ",%" SCNd64 ",%" SCNd64
+                                   ",%" SCNd64, &s[0], &s[1], &s[2], &s[3], &s[4], &s[5]) == 6;
+            i++;
+        } else {
+            return usage();
+        }
+    }
+    if (!have_shape || repeat < 1) return usage();
+    for (int k = 0; k < 6; k++)
+        if (s[k] < 1) return usage();
+    if (threads > 0) CHECK(tg_set_num_threads((int)threads));
+    tg_rng rng;
+    tg_rng_init(&rng, 1);
+    CHECK(tg_tensor_zeros(&c.x, dt, 4, (int64_t[]){s[0], s[1], s[2], s[3]}));
+    CHECK(tg_tensor_rand_uniform(c.x, &rng, -1.0, 1.0));
+    CHECK(tg_tensor_zeros(&c.grid, dt, 4, (int64_t[]){s[0], s[4], s[5], 2}));
+    CHECK(tg_tensor_rand_uniform(c.grid, &rng, -1.1, 1.1));
+    if (c.backward) {
+        CHECK(tg_tensor_set_requires_grad(c.x, true));
+        CHECK(tg_tensor_set_requires_grad(c.grid, true));
+    }
+    if (bench_time_calls(pass, &c, repeat)) return 1;
+    tg_tensor_release(c.x);
+    tg_tensor_release(c.grid);
+    return 0;
+}
