@@ -2,8 +2,9 @@
  * PyTorch's F.max_unpool1d/2d/3d (indices from F.max_pool with
  * return_indices, repeated ones included; output_size given or not) and
  * F.lp_pool1d/2d (norm types 1 to 4, ceil_mode): values and gradients in
- * f64 and f32; tg_max_pool_with_indices's indices as torch's; gradcheck and gradgradcheck in f64; a round trip through
- * tg_adaptive_max_pool's indices; the MaxUnpoolNd and LPPoolNd modules;
+ * f64 and f32; tg_max_pool_with_indices's indices as torch's; gradcheck
+ * and gradgradcheck in f64; a round trip through tg_adaptive_max_pool's
+ * indices; the MaxUnpoolNd and LPPoolNd modules;
  * the refusals.  Goldens: scripts/make_pool_more_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>

@@ -49,67 +49,29 @@ static int bag_opts(tg_embedding_bag_opts *o, const tg_embedding_bag_opts *opts,
     return TG_OK;
 }
 
-/* A new EmbeddingBag holding weight w (stolen, also on error). */
-static int bag_make(tg_module **out, tg_tensor *w, const tg_embedding_bag_opts *o)
-{
-    tg_module *m = NULL;
-    int rc = tg__module_new_state(&m, &bag_vt, o);
-    if (rc < 0) {
-        tg_tensor_release(w);
-        return rc;
-    }
-    rc = tg_module_add_parameter(m, "weight", w);   /* steals w */
-    if (rc < 0) {
-        tg_module_release(m);
-        return rc;
-    }
-    *out = m;
-    return TG_OK;
-}
-
 int tg_nn_embedding_bag_new(tg_module **out, int64_t num_embeddings, int64_t dim,
                             const tg_embedding_bag_opts *opts, tg_rng *rng)
 {
     const char *fn = "nn_embedding_bag_new";
-    TG_CHECK(out != NULL && rng != NULL, TG_EINVAL, "%s: out and rng must not be NULL", fn);
-    TG_CHECK(num_embeddings >= 1 && dim >= 1, TG_EINVAL,
-             "%s: num_embeddings=%lld and dim=%lld must be >= 1", fn,
-             (long long)num_embeddings, (long long)dim);
+    TG_TRY(tg__nn_embedding_check(out, num_embeddings, dim, rng, fn));
     tg_embedding_bag_opts o;
     TG_TRY(bag_opts(&o, opts, num_embeddings, fn));
     tg_tensor *w = NULL;
-    TG_TRY(tg_tensor_zeros(&w, TG_F32, 2, (int64_t[]){num_embeddings, dim}));
-    int rc = tg_tensor_rand_normal(w, rng, 0.0, 1.0);
-    for (int64_t j = 0; j < dim && rc >= 0 && o.padding_idx != TG_EMBEDDING_NO_PADDING; j++)
-        rc = tg_tensor_set_flat(w, o.padding_idx * dim + j, 0.0);
-    if (rc < 0) {
-        tg_tensor_release(w);
-        return rc;
-    }
-    return bag_make(out, w, &o);
+    TG_TRY(tg__nn_embedding_weight(&w, num_embeddings, dim, o.padding_idx, rng));
+    return tg__nn_weight_module(out, &bag_vt, &o, w);
 }
 
 int tg_nn_embedding_bag_from_pretrained(tg_module **out, tg_tensor *embeddings, bool freeze,
                                         const tg_embedding_bag_opts *opts)
 {
     const char *fn = "nn_embedding_bag_from_pretrained";
-    TG_CHECK(out != NULL && embeddings != NULL, TG_EINVAL,
-             "%s: out and embeddings must not be NULL", fn);
-    TG_CHECK(tg_tensor_ndim(embeddings) == 2, TG_ESHAPE,
-             "%s: embeddings has %d dims; must be (num_embeddings, dim)", fn,
-             tg_tensor_ndim(embeddings));
-    TG_CHECK(tg_dtype_is_float(tg_tensor_dtype(embeddings)), TG_EDTYPE,
-             "%s: embeddings has dtype %s; a float dtype is needed", fn,
-             tg_dtype_name(tg_tensor_dtype(embeddings)));
-    TG_CHECK(tg_tensor_dim(embeddings, 0) >= 1 && tg_tensor_dim(embeddings, 1) >= 1, TG_ESHAPE,
-             "%s: embeddings is (%lld, %lld); both extents must be >= 1", fn,
-             (long long)tg_tensor_dim(embeddings, 0), (long long)tg_tensor_dim(embeddings, 1));
+    TG_TRY(tg__nn_pretrained_check(out, embeddings, fn));
     tg_embedding_bag_opts o;
     TG_TRY(bag_opts(&o, opts, tg_tensor_dim(embeddings, 0), fn));
     tg_tensor *w = NULL;
     tg_module *m = NULL;
     TG_TRY(tg_tensor_clone(&w, embeddings));
-    TG_TRY(bag_make(&m, w, &o));   /* a parameter requires grad */
+    TG_TRY(tg__nn_weight_module(&m, &bag_vt, &o, w));   /* a parameter requires grad */
     if (freeze) tg_tensor_set_requires_grad(tg_module_find(m, "weight"), false);
     *out = m;
     return TG_OK;

@@ -152,6 +152,22 @@ uint64_t *tg__nn_alpha_dropout_calls(tg_module *m);
  * be one of those modules (module_simple.c). */
 void tg__nn_dropout_set_seed(tg_module *m, uint64_t seed);
 
+/* nn.Embedding's and nn.EmbeddingBag's constructor checks (src/nn/
+ * embedding.c): out and rng non-NULL, V and D >= 1, the messages naming
+ * fn.  Then their weight: (V, D) f32 drawn from N(0, 1) as torch
+ * initialises it, row padding_idx zeroed (none for
+ * TG_EMBEDDING_NO_PADDING). */
+int tg__nn_embedding_check(tg_module **out, int64_t V, int64_t D, const tg_rng *rng,
+                           const char *fn);
+int tg__nn_embedding_weight(tg_tensor **w, int64_t V, int64_t D, int64_t padding_idx,
+                            tg_rng *rng);
+/* from_pretrained's checks of embeddings (a 2-d float tensor of extents
+ * >= 1, out non-NULL), the messages naming fn. */
+int tg__nn_pretrained_check(tg_module **out, const tg_tensor *embeddings, const char *fn);
+/* A new module of vt with state init whose "weight" parameter is w (stolen,
+ * also on error). */
+int tg__nn_weight_module(tg_module **out, const tg_module_vtable *vt, const void *init,
+                         tg_tensor *w);
 /* Vtables that tg_nn_init_normal recognises (layers.c, batchnorm.c). */
 extern const tg_module_vtable tg__nn_linear_vt, tg__nn_conv_vt, tg__nn_conv_transpose_vt,
     tg__nn_batchnorm_vt;
