@@ -129,6 +129,16 @@ double th_at(const tg_tensor *t, int64_t i)
     return v;
 }
 
+double th_max_diff(tg_tensor *x, tg_tensor *y)
+{
+    tg_tensor *d = NULL;
+    cr_assert(eq(int, tg_sub(&d, x, y), TG_OK));
+    double m = 0;
+    for (int64_t i = 0; i < tg_tensor_numel(d); i++) m = fmax(m, fabs(th_at(d, i)));
+    tg_tensor_release(d);
+    return m;
+}
+
 double *th_doubles(const tg_tensor *t)
 {
     int64_t n = tg_tensor_numel(t);

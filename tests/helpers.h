@@ -130,6 +130,8 @@ tg_tensor *th_rand_uniform(tg_dtype dt, int ndim, const int64_t *shape, uint64_t
 
 /* Element i (flat, row-major) of t as a double. */
 double th_at(const tg_tensor *t, int64_t i);
+/* max |x - y| over the elements of x - y (broadcast). */
+double th_max_diff(tg_tensor *x, tg_tensor *y);
 
 /* Every element of t as doubles in a new malloc'd array the caller frees
  * (one element at least, so an empty tensor gives a valid pointer). */

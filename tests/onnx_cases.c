@@ -356,12 +356,13 @@ void dynamic_case2(const char *name, tg_module *m, tg_tensor *const *xs, tg_tens
 
 /* An export refused with rc and want, the file at its path kept
  * (onnx_cases.h). */
-void refused_export_n(tg_module *m, int n, tg_tensor *const *xs, int rc, const char *want)
+void refused_export_n(tg_module *m, int n, tg_tensor *const *xs, const char *const *names, int rc,
+                      const char *want)
 {
     char path[256];
     th_tmp_path(path, sizeof path, "kept.onnx");
     th_write_bytes(path, "kept", 4);
-    cr_assert(eq(int, tg_onnx_export_n(m, n, xs, NULL, path, NULL), rc), "%s: %s", want,
+    cr_assert(eq(int, tg_onnx_export_n(m, n, xs, names, path, NULL), rc), "%s: %s", want,
               tg_error_message());
     th_expect_in(tg_error_message(), want);
     size_t len = 0;

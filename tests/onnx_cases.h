@@ -120,8 +120,9 @@ char *onnx_output_dims(const char *name);
 void dynamic_case2(const char *name, tg_module *m, tg_tensor *const *xs, tg_tensor *const *xr,
                    const char *out_dims);
 
-/* tg_onnx_export_n(m, n, xs) must return rc with want in its message and
- * leave an existing file at its path unchanged. */
-void refused_export_n(tg_module *m, int n, tg_tensor *const *xs, int rc, const char *want);
+/* tg_onnx_export_n(m, n, xs, names) must return rc with want in its
+ * message and leave an existing file at its path unchanged. */
+void refused_export_n(tg_module *m, int n, tg_tensor *const *xs, const char *const *names, int rc,
+                      const char *want);
 
 #endif

@@ -234,17 +234,6 @@ Test(linalg_ext, gradcheck_and_gradgradcheck_f64)
 
 /* ---- identities ---- */
 
-/* max |x - y| */
-static double max_diff(tg_tensor *x, tg_tensor *y)
-{
-    tg_tensor *d = NULL;
-    OK(tg_sub(&d, x, y));
-    double m = 0;
-    for (int64_t i = 0; i < tg_tensor_numel(d); i++) m = fmax(m, fabs(th_at(d, i)));
-    tg_tensor_release(d);
-    return m;
-}
-
 /* P L U = A for tall and wide batches, L unit lower (m, k), U upper (k,
  * n); lu_factor's LU packs the same L and U, its pivots are k per
  * matrix. */
@@ -263,8 +252,8 @@ Test(linalg_ext, p_l_u_is_a_for_rectangular_matrices)
         th_expect_shape(u, 3, (int64_t[]){shapes[c][0], k, n});
         OK(tg_matmul(&pl, p, l));
         OK(tg_matmul(&plu, pl, u));
-        cr_assert(max_diff(plu, a) < 1e-13, "%lld x %lld: P L U differs from A by %g",
-                  (long long)m, (long long)n, max_diff(plu, a));
+        cr_assert(th_max_diff(plu, a) < 1e-13, "%lld x %lld: P L U differs from A by %g",
+                  (long long)m, (long long)n, th_max_diff(plu, a));
         for (int64_t i = 0; i < m; i++)   /* L's diagonal is one, above it zero */
             for (int64_t j = i; j < k; j++)
                 cr_assert(eq(dbl, th_get(l, (int64_t[]){0, i, j}), i == j ? 1.0 : 0.0));
@@ -299,8 +288,8 @@ Test(linalg_ext, lstsq_drivers_give_torchs_full_result)
             th_expect_shape(res, 1, (int64_t[]){0});
         } else {
             th_expect_shape(res, 2, (int64_t[]){2, 2});
-            cr_assert(max_diff(res, rs) < 1e-12, "%s residuals: %g", drivers[d],
-                      max_diff(res, rs));
+            cr_assert(th_max_diff(res, rs) < 1e-12, "%s residuals: %g", drivers[d],
+                      th_max_diff(res, rs));
         }
         if (d == 0) {
             th_expect_shape(rk, 1, (int64_t[]){0});
@@ -308,7 +297,7 @@ Test(linalg_ext, lstsq_drivers_give_torchs_full_result)
             th_expect_shape(rk, 1, (int64_t[]){2});
             cr_assert(eq(dbl, th_at(rk, 0), 3.0), "%s rank", drivers[d]);
         }
-        if (d >= 2) cr_assert(max_diff(s2, sv) < 1e-13, "%s singular values", drivers[d]);
+        if (d >= 2) cr_assert(th_max_diff(s2, sv) < 1e-13, "%s singular values", drivers[d]);
         else th_expect_shape(s2, 1, (int64_t[]){0});
         tg_tensor *at = NULL, *nrm = NULL;
         OK(tg_transpose(&at, a, -2, -1));
@@ -350,13 +339,13 @@ Test(linalg_ext, cond_tensorinv_tensorsolve_householder_identities)
     OK(tg_tensordot(&td, ti, t, 2, NULL, NULL));
     OK(tg_tensor_eye(&e, TG_F64, 6, 6));
     OK(tg_reshape(&ef, e, 4, (int64_t[]){3, 2, 3, 2}));
-    cr_assert(max_diff(td, ef) < 1e-12, "tensorinv: %g", max_diff(td, ef));
+    cr_assert(th_max_diff(td, ef) < 1e-12, "tensorinv: %g", th_max_diff(td, ef));
     tg_tensor *bb = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){2, 3}, -1, 1);
     tg_tensor *x = NULL, *tx = NULL;
     OK(tg_linalg_tensorsolve(&x, t, bb, 0, NULL));
     th_expect_shape(x, 2, (int64_t[]){3, 2});
     OK(tg_tensordot(&tx, t, x, 2, NULL, NULL));
-    cr_assert(max_diff(tx, bb) < 1e-12, "tensorsolve: %g", max_diff(tx, bb));
+    cr_assert(th_max_diff(tx, bb) < 1e-12, "tensorsolve: %g", th_max_diff(tx, bb));
     tg_tensor *h = th_rand_tensor(&s, TG_F64, 2, (int64_t[]){5, 3}, -1, 1);
     tg_tensor *tau = th_rand_tensor(&s, TG_F64, 1, (int64_t[]){3}, 0.1, 0.5);
     tg_tensor *q = NULL, *qt = NULL, *qq = NULL, *e3 = NULL;
@@ -372,7 +361,7 @@ Test(linalg_ext, cond_tensorinv_tensorsolve_householder_identities)
     OK(tg_transpose(&qt, q, -2, -1));
     OK(tg_matmul(&qq, qt, q));
     OK(tg_tensor_eye(&e3, TG_F64, 3, 3));
-    cr_assert(max_diff(qq, e3) < 1e-13, "householder Q^T Q: %g", max_diff(qq, e3));
+    cr_assert(th_max_diff(qq, e3) < 1e-13, "householder Q^T Q: %g", th_max_diff(qq, e3));
     th_release_all(12, (tg_tensor *[]){a, c, sv, sq, c1, inv, n1, ni, sing, ci, t, ti});
     th_release_all(12, (tg_tensor *[]){td, e, ef, bb, x, tx, h, tau, q, qt, qq, e3});
     th_release_all(3, (tg_tensor *[]){vv, vs, tau2});

@@ -184,17 +184,6 @@ Test(linalg_more, gradcheck_and_gradgradcheck_f64)
 
 /* ---- identities ---- */
 
-/* max |x - y| */
-static double max_diff(tg_tensor *x, tg_tensor *y)
-{
-    tg_tensor *d = NULL;
-    OK(tg_sub(&d, x, y));
-    double m = 0;
-    for (int64_t i = 0; i < tg_tensor_numel(d); i++) m = fmax(m, fabs(th_at(d, i)));
-    tg_tensor_release(d);
-    return m;
-}
-
 Test(linalg_more, p_l_u_is_a_and_lu_solve_solves)
 {
     uint64_t s = 77;
@@ -206,17 +195,17 @@ Test(linalg_more, p_l_u_is_a_and_lu_solve_solves)
     OK(tg_linalg_lu(&p, &l, &u, a));
     OK(tg_matmul(&pl, p, l));
     OK(tg_matmul(&plu, pl, u));
-    cr_assert(max_diff(plu, a) < 1e-13, "P L U differs from A by %g", max_diff(plu, a));
+    cr_assert(th_max_diff(plu, a) < 1e-13, "P L U differs from A by %g", th_max_diff(plu, a));
     OK(tg_linalg_lu_factor(&lu, &pv, a));
     OK(tg_linalg_lu_solve(&x, lu, pv, b, true, false));
     OK(tg_matmul(&ax, a, x));
-    cr_assert(max_diff(ax, b) < 1e-12, "A X differs from B by %g", max_diff(ax, b));
+    cr_assert(th_max_diff(ax, b) < 1e-12, "A X differs from B by %g", th_max_diff(ax, b));
     /* X A^T = B^T with left = false, adjoint = true */
     OK(tg_transpose(&bt, b, -2, -1));
     OK(tg_linalg_lu_solve(&xr, lu, pv, bt, false, true));
     OK(tg_transpose(&at, a, -2, -1));
     OK(tg_matmul(&xa, xr, at));
-    cr_assert(max_diff(xa, bt) < 1e-12, "X A^T differs from B^T by %g", max_diff(xa, bt));
+    cr_assert(th_max_diff(xa, bt) < 1e-12, "X A^T differs from B^T by %g", th_max_diff(xa, bt));
     th_release_all(13, (tg_tensor *[]){a, b, p, l, u, pl, plu, lu, pv, x, ax, at, xr});
     th_release_all(2, (tg_tensor *[]){xa, bt});
 }
@@ -303,15 +292,15 @@ Test(linalg_more, cholesky_solve_and_inverse_identities)
     OK(tg_add(&lj, l, jl));
     OK(tg_linalg_solve(&want, a, b));
     OK(tg_cholesky_solve(&got, b, lj, false));
-    cr_assert(max_diff(got, want) < 1e-12, "lower: %g", max_diff(got, want));
+    cr_assert(th_max_diff(got, want) < 1e-12, "lower: %g", th_max_diff(got, want));
     OK(tg_transpose(&ut, l, -2, -1));
     OK(tg_tril(&ju, junk, -1));
     OK(tg_add(&uj, ut, ju));
     OK(tg_cholesky_solve(&gotu, b, uj, true));
-    cr_assert(max_diff(gotu, want) < 1e-12, "upper: %g", max_diff(gotu, want));
+    cr_assert(th_max_diff(gotu, want) < 1e-12, "upper: %g", th_max_diff(gotu, want));
     OK(tg_linalg_inv(&inv, a));
     OK(tg_cholesky_inverse(&cinv, lj, false));
-    cr_assert(max_diff(cinv, inv) < 1e-12, "inverse: %g", max_diff(cinv, inv));
+    cr_assert(th_max_diff(cinv, inv) < 1e-12, "inverse: %g", th_max_diff(cinv, inv));
     th_release_all(15, (tg_tensor *[]){x, junk, b, xt, xx, e, a, l, jl, lj, want, got, inv,
                                        cinv, ut});
     th_release_all(4, (tg_tensor *[]){uj, ju, gotu, NULL});
@@ -337,7 +326,7 @@ Test(linalg_more, lstsq_solves_least_squares)
     OK(tg_transpose(&at, a, -2, -1));
     OK(tg_matmul(&n, at, r));
     OK(tg_tensor_zeros_like(&zero, n));
-    cr_assert(max_diff(n, zero) < 1e-12, "normal equations: %g", max_diff(n, zero));
+    cr_assert(th_max_diff(n, zero) < 1e-12, "normal equations: %g", th_max_diff(n, zero));
     /* wide: W^T (3 x 6) X = B (3 x 2) exactly */
     OK(tg_transpose(&wt, a, -2, -1));
     tg_tensor *b3 = th_rand_tensor(&s, TG_F64, 4, (int64_t[]){1, 2, 3, 2}, -1, 1);
@@ -345,7 +334,7 @@ Test(linalg_more, lstsq_solves_least_squares)
     OK(tg_matmul(&xw, wt, wx));
     OK(tg_expand(&bw, b3, 4, (int64_t[]){2, 2, 3, 2}));
     th_expect_shape(wx, 4, (int64_t[]){2, 2, 6, 2});
-    cr_assert(max_diff(xw, bw) < 1e-12, "wide: %g", max_diff(xw, bw));
+    cr_assert(th_max_diff(xw, bw) < 1e-12, "wide: %g", th_max_diff(xw, bw));
     th_release_all(12, (tg_tensor *[]){a, b, x, rk, ax, r, at, n, zero, w, wt, xw});
     th_release_all(3, (tg_tensor *[]){wx, bw, b3});
 }
@@ -372,7 +361,7 @@ Test(linalg_more, matrix_exp_identities)
     OK(tg_linalg_matrix_exp(&ena, na));
     OK(tg_matmul(&p, ea, ena));
     OK(tg_tensor_eye(&i4, TG_F64, 4, 4));
-    cr_assert(max_diff(p, i4) < 1e-10, "exp(A) exp(-A): %g", max_diff(p, i4));
+    cr_assert(th_max_diff(p, i4) < 1e-10, "exp(A) exp(-A): %g", th_max_diff(p, i4));
     th_release_all(10, (tg_tensor *[]){z, e, i3, d, ed, a, na, ea, ena, p});
     tg_tensor_release(i4);
 }

@@ -431,53 +431,36 @@ Test(onnx_inputs, mha_masks_and_weights_match_onnxruntime)
     tg_module_release(b);
 }
 
-/* export_n(m, xs) fails with rc and a message holding want, and the file
- * already at path keeps its bytes. */
-static void refused(tg_module *m, int n, tg_tensor *const *xs, const char *const *names, int rc,
-                    const char *want)
-{
-    char path[256];
-    th_tmp_path(path, sizeof path, "kept.onnx");
-    th_write_bytes(path, "kept", 4);
-    cr_assert(eq(int, tg_onnx_export_n(m, n, xs, names, path, NULL), rc), "%s: %s", want,
-              tg_error_message());
-    th_expect_in(tg_error_message(), want);
-    size_t len = 0;
-    char *got = th_read_file(path, &len);
-    cr_assert(len == 4 && strncmp(got, "kept", 4) == 0, "a refused export changed %s", path);
-    free(got);
-}
-
 Test(onnx_inputs, refusals_name_the_module_and_write_nothing)
 {
     need_onnx();
     tg_module *a = mha(8, 2, 0, 0, true, false, 80);
     tg_tensor *q = rand_nd(3, (const int64_t[]){5, 2, 8}, 81);
-    refused(a, 2, (tg_tensor *[]){q, q}, NULL, TG_EINVAL,
+    refused_export_n(a, 2, (tg_tensor *[]){q, q}, NULL, TG_EINVAL,
             "module '<top>' (MultiheadAttention) takes the graph inputs (query, key, value[, "
             "key_padding_mask[, attn_mask]]), not 2");
-    refused(a, 1, (tg_tensor *[]){q}, NULL, TG_EUNSUPPORTED,
+    refused_export_n(a, 1, (tg_tensor *[]){q}, NULL, TG_EUNSUPPORTED,
             "module '<top>' (MultiheadAttention) is not supported on its own");
     /* names: duplicated, the output's */
-    refused(a, 3, (tg_tensor *[]){q, q, q}, (const char *const[]){"q", "k", "q"}, TG_EINVAL,
-            "input_names[0] and input_names[2] are both 'q'");
-    refused(a, 3, (tg_tensor *[]){q, q, q}, (const char *const[]){"q", "output", "v"},
+    refused_export_n(a, 3, (tg_tensor *[]){q, q, q}, (const char *const[]){"q", "k", "q"},
+            TG_EINVAL, "input_names[0] and input_names[2] are both 'q'");
+    refused_export_n(a, 3, (tg_tensor *[]){q, q, q}, (const char *const[]){"q", "output", "v"},
             TG_EINVAL, "input_names[1] must be a non-empty name other than the output's");
-    refused(a, 3, (tg_tensor *[]){q, NULL, q}, NULL, TG_EINVAL,
+    refused_export_n(a, 3, (tg_tensor *[]){q, NULL, q}, NULL, TG_EINVAL,
             "example_inputs[1] must not be NULL");
-    refused(a, 0, (tg_tensor *[]){q}, NULL, TG_EINVAL, "n_inputs=0 must be in [1, 8]");
+    refused_export_n(a, 0, (tg_tensor *[]){q}, NULL, TG_EINVAL, "n_inputs=0 must be in [1, 8]");
     /* masks: u8 or f32; at most key_padding_mask and attn_mask */
     tg_tensor *ikpm = NULL;
     cr_assert(tg_tensor_zeros(&ikpm, TG_I64, 2, (const int64_t[]){2, 5}) == TG_OK);
-    refused(a, 4, (tg_tensor *[]){q, q, q, ikpm}, NULL, TG_EDTYPE,
+    refused_export_n(a, 4, (tg_tensor *[]){q, q, q, ikpm}, NULL, TG_EDTYPE,
             "module '<top>' (MultiheadAttention): graph input 3 (key_padding_mask) has dtype "
             "i64; it must be u8 or f32");
     tg_tensor *u8q = NULL;
     cr_assert(tg_tensor_zeros(&u8q, TG_U8, 3, (const int64_t[]){5, 2, 8}) == TG_OK);
-    refused(a, 3, (tg_tensor *[]){q, u8q, q}, NULL, TG_EDTYPE,
+    refused_export_n(a, 3, (tg_tensor *[]){q, u8q, q}, NULL, TG_EDTYPE,
             "module '<top>' (MultiheadAttention): graph input 1 (key) has dtype u8; it must be "
             "f32");
-    refused(a, 6, (tg_tensor *[]){q, q, q, NULL, NULL, q}, NULL, TG_EINVAL,
+    refused_export_n(a, 6, (tg_tensor *[]){q, q, q, NULL, NULL, q}, NULL, TG_EINVAL,
             "module '<top>' (MultiheadAttention) takes the graph inputs (query, key, value[, "
             "key_padding_mask[, attn_mask]]), not 6");
     th_release_all(2, (tg_tensor *[]){ikpm, u8q});
@@ -488,37 +471,37 @@ Test(onnx_inputs, refusals_name_the_module_and_write_nothing)
     tg_rng_init(&rng, 82);
     tg_module *kv = NULL;
     cr_assert(tg_nn_multihead_attention_new(&kv, 8, 2, &ao, &rng) == TG_OK);
-    refused(kv, 3, (tg_tensor *[]){q, q, q}, NULL, TG_EUNSUPPORTED,
+    refused_export_n(kv, 3, (tg_tensor *[]){q, q, q}, NULL, TG_EUNSUPPORTED,
             "module '<top>' (MultiheadAttention) with add_bias_kv or add_zero_attn is not "
             "supported");
     /* recurrent layers: (input, h_0) only, (input, h_0, c_0) for an LSTM */
     tg_module *l = rnn(LSTM, 3, 4, 1, false, false, 83), *g = rnn(GRU, 3, 4, 1, false, false, 84);
     tg_tensor *x = rand_nd(3, (const int64_t[]){5, 2, 3}, 85);
     tg_tensor *h = state(1, 2, 4, 86);
-    refused(l, 2, (tg_tensor *[]){x, h}, NULL, TG_EINVAL,
+    refused_export_n(l, 2, (tg_tensor *[]){x, h}, NULL, TG_EINVAL,
             "module '<top>' (LSTM) takes the graph inputs (input) or (input, h_0, c_0), not 2");
-    refused(g, 3, (tg_tensor *[]){x, h, h}, NULL, TG_EINVAL,
+    refused_export_n(g, 3, (tg_tensor *[]){x, h, h}, NULL, TG_EINVAL,
             "module '<top>' (GRU) takes the graph inputs (input) or (input, h_0), not 3");
     /* an encoder layer: at most three; masks f32 or u8 */
     tg_module *e = encoder(2, false, false, 87);
     tg_tensor *src = rand_nd(3, (const int64_t[]){5, 2, 8}, 88);
     tg_tensor *mask = rand_nd(2, (const int64_t[]){5, 5}, 89);
-    refused(e, 4, (tg_tensor *[]){src, mask, mask, mask}, NULL, TG_EINVAL,
+    refused_export_n(e, 4, (tg_tensor *[]){src, mask, mask, mask}, NULL, TG_EINVAL,
             "module '<top>' (TransformerEncoderLayer) takes the graph inputs (src), (src, "
             "src_mask) or (src, src_mask, src_key_padding_mask), not 4");
     tg_tensor *ipad = NULL;
     cr_assert(tg_tensor_zeros(&ipad, TG_I32, 2, (const int64_t[]){2, 5}) == TG_OK);
-    refused(e, 3, (tg_tensor *[]){src, mask, ipad}, NULL, TG_EDTYPE,
+    refused_export_n(e, 3, (tg_tensor *[]){src, mask, ipad}, NULL, TG_EDTYPE,
             "graph input 2 (src_key_padding_mask) has dtype i32; it must be u8 or f32");
     tg_tensor_release(ipad);
     /* a module of one input, and a container */
     tg_module *lin = NULL, *seq = NULL;
     cr_assert(tg_nn_linear_new(&lin, 8, 3, true, &rng) == TG_OK);
-    refused(lin, 2, (tg_tensor *[]){src, src}, NULL, TG_EINVAL,
+    refused_export_n(lin, 2, (tg_tensor *[]){src, src}, NULL, TG_EINVAL,
             "module '<top>' (Linear) takes one graph input, not 2");
     cr_assert(tg_nn_sequential_new(&seq) == TG_OK);
     append(seq, tg_module_retain(e));
-    refused(seq, 2, (tg_tensor *[]){src, mask}, NULL, TG_EINVAL,
+    refused_export_n(seq, 2, (tg_tensor *[]){src, mask}, NULL, TG_EINVAL,
             "module '<top>' (Sequential) takes one graph input, not 2");
     th_release_all(5, (tg_tensor *[]){q, x, h, src, mask});
     tg_module *ms[7] = {a, kv, l, g, e, lin, seq};

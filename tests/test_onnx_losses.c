@@ -194,15 +194,15 @@ Test(onnx_losses, loss_refusals_name_the_module_and_write_nothing)
     tg_tensor *x = urand(130, 2, (const int64_t[]){3, 4}, -2, 2);
     tg_tensor *p = urand(131, 2, (const int64_t[]){3, 4}, 0, 1);
     tg_tensor *t = i64s(1, (const int64_t[]){3}, (const int64_t[]){0, 3, 1});
-    refused_export_n(ls, 2, (tg_tensor *[]){x, t}, TG_EUNSUPPORTED,
+    refused_export_n(ls, 2, (tg_tensor *[]){x, t}, NULL, TG_EUNSUPPORTED,
               "module '<top>' (CrossEntropyLoss) with label_smoothing=0.1 is not supported: "
               "ONNX's SoftmaxCrossEntropyLoss has no label smoothing");
-    refused_export_n(ce, 2, (tg_tensor *[]){x, p}, TG_EDTYPE,
+    refused_export_n(ce, 2, (tg_tensor *[]){x, p}, NULL, TG_EDTYPE,
               "module '<top>' (CrossEntropyLoss): graph input 1 (target) has dtype f32; it "
               "must be i64 class indices");
     OK(tg_nn_sequential_new(&seq));
     append(seq, tg_module_retain(ce));
-    refused_export_n(seq, 1, (tg_tensor *[]){x}, TG_EINVAL,
+    refused_export_n(seq, 1, (tg_tensor *[]){x}, NULL, TG_EINVAL,
               "module '0' (CrossEntropyLoss) takes the graph inputs (input, target), not 1");
     tg_module_release(ls);
     tg_module_release(ce);

@@ -381,39 +381,39 @@ Test(onnx_modules, refusals_name_the_module_and_write_nothing)
     tg_module *pd = pairwise(2, 1e-6, false);
     tg_tensor *x1 = urand(91, 2, (const int64_t[]){4, 5}, -2, 2);
     tg_tensor *x2 = urand(92, 2, (const int64_t[]){4, 4}, -2, 2);
-    refused_export_n(b, 1, (tg_tensor *[]){x1}, TG_EINVAL,
+    refused_export_n(b, 1, (tg_tensor *[]){x1}, NULL, TG_EINVAL,
               "module '<top>' (Bilinear) takes the graph inputs (x1, x2), not 1");
-    refused_export_n(cs, 3, (tg_tensor *[]){x1, x1, x1}, TG_EINVAL,
+    refused_export_n(cs, 3, (tg_tensor *[]){x1, x1, x1}, NULL, TG_EINVAL,
               "module '<top>' (CosineSimilarity) takes the graph inputs (x1, x2), not 3");
     tg_tensor *idx = NULL;
     OK(tg_tensor_zeros(&idx, TG_I64, 2, (const int64_t[]){4, 5}));
-    refused_export_n(pd, 2, (tg_tensor *[]){x1, idx}, TG_EDTYPE,
+    refused_export_n(pd, 2, (tg_tensor *[]){x1, idx}, NULL, TG_EDTYPE,
               "module '<top>' (PairwiseDistance): graph input 1 (x2) has dtype i64; it must be "
               "f32");
     /* inside a Sequential: one input there */
     tg_module *seq = NULL;
     OK(tg_nn_sequential_new(&seq));
     append(seq, tg_module_retain(pd));
-    refused_export_n(seq, 1, (tg_tensor *[]){x1}, TG_EINVAL,
+    refused_export_n(seq, 1, (tg_tensor *[]){x1}, NULL, TG_EINVAL,
               "module '0' (PairwiseDistance) takes the graph inputs (x1, x2), not 1");
     tg_rng rng;
     tg_rng_init(&rng, 93);
     tg_module *lin = NULL, *loss = NULL;
     OK(tg_nn_linear_new(&lin, 5, 3, true, &rng));
-    refused_export_n(lin, 2, (tg_tensor *[]){x1, x1}, TG_EINVAL,
+    refused_export_n(lin, 2, (tg_tensor *[]){x1, x1}, NULL, TG_EINVAL,
               "module '<top>' (Linear) takes one graph input, not 2 (a MultiheadAttention, a "
               "module of the Transformer family, RNN, LSTM, GRU, Bilinear, CosineSimilarity, "
               "PairwiseDistance, CrossEntropyLoss, NLLLoss, BCEWithLogitsLoss or KLDivLoss at "
               "the top takes several");
     OK(tg_nn_mse_loss_new(&loss, TG_REDUCTION_MEAN));
-    refused_export_n(loss, 2, (tg_tensor *[]){x1, x1}, TG_EUNSUPPORTED,
+    refused_export_n(loss, 2, (tg_tensor *[]){x1, x1}, NULL, TG_EUNSUPPORTED,
               "module '<top>' (MSELoss) is not supported (docs/onnx.md lists the modules that "
               "export)");
     /* an empty LocalResponseNorm input */
     tg_module *l = lrn(3, 1, 0.75, 1);
     tg_tensor *empty = NULL;
     OK(tg_tensor_zeros(&empty, TG_F32, 3, (const int64_t[]){2, 3, 0}));
-    refused_export_n(l, 1, (tg_tensor *[]){empty}, TG_EUNSUPPORTED,
+    refused_export_n(l, 1, (tg_tensor *[]){empty}, NULL, TG_EUNSUPPORTED,
               "module '<top>' (LocalResponseNorm) runs on an empty input");
     tg_module *ms[7] = {b, cs, pd, seq, lin, loss, l};
     for (int i = 0; i < 7; i++) tg_module_release(ms[i]);
