@@ -4,7 +4,9 @@
  * solve again.  Both give the same first-order gradients (f64, to rounding)
  * for square, batched, broadcast and vector right-hand sides; the profiler
  * shows which of the two ran (the saved factors call no linalg_solve); and
- * gradcheck and gradgradcheck pass for the broadcast and vector cases. */
+ * gradcheck and gradgradcheck pass for the broadcast and vector cases.
+ * det's and slogdet's backwards take inv(A)^T from their forward's factors
+ * in the same way (no linalg_inv call), and agree with create_graph's. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -34,6 +36,8 @@ static const solve_case CASES[] = {
     {"batched vectors", 3, 2, {3, 4, 4}, {3, 4}},
     {"1-d B against batched A", 3, 1, {2, 4, 4}, {4}},
 };
+
+static int64_t forward_calls(const char *op);
 
 /* A leaf of uniform values in [-1, 1), plus 4 on each matrix's diagonal
  * when diag (a well-conditioned A). */
@@ -69,13 +73,7 @@ static void solve_grads(tg_tensor *a, tg_tensor *b, uint64_t seed, bool create, 
     const int rc = tg_grad(d, 1, &x, &g, 2, (tg_tensor *[]){a, b}, &o);
     OK(tg_profile_stop());
     cr_assert(eq(int, rc, TG_OK), "tg_grad: %s", tg_error_message());
-    *solves = 0;
-    for (int i = 0; i < tg_profile_row_count(); i++) {
-        tg_profile_row r;
-        OK(tg_profile_row_at(i, &r));
-        if (strcmp(r.name, "linalg_solve") == 0 && r.phase == TG_PROFILE_FORWARD)
-            *solves += r.calls;
-    }
+    *solves = forward_calls("linalg_solve");
     tg_tensor_release(x);
     tg_tensor_release(g);
 }
@@ -130,6 +128,60 @@ Test(linalg_solve_lu, saved_factors_match_the_create_graph_gradient_f32)
 {
     for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++)
         check_case(&CASES[i], TG_F32, 1e-5, 140 + 10 * i);
+}
+
+/* The forward calls of op in the profiler's rows. */
+static int64_t forward_calls(const char *op)
+{
+    int64_t n = 0;
+    for (int i = 0; i < tg_profile_row_count(); i++) {
+        tg_profile_row r;
+        OK(tg_profile_row_at(i, &r));
+        if (strcmp(r.name, op) == 0 && r.phase == TG_PROFILE_FORWARD) n += r.calls;
+    }
+    return n;
+}
+
+/* *d = the gradient of <g, det(a)> (slog: of slogdet's logabsdet), g from
+ * seed, with or without create_graph; *invs: the linalg_inv calls the
+ * backward made. */
+static void det_grad(tg_tensor *a, bool slog, uint64_t seed, bool create, tg_tensor **d,
+                     int64_t *invs)
+{
+    tg_tensor *y = NULL;
+    OK(slog ? tg_linalg_slogdet(NULL, &y, a) : tg_linalg_det(&y, a));
+    tg_tensor *g = th_rand_tensor(&seed, tg_tensor_dtype(y), tg_tensor_ndim(y),
+                                  tg_tensor_shape(y), -1, 1);
+    const tg_backward_opts o = {.create_graph = create};
+    OK(tg_profile_start());
+    const int rc = tg_grad(d, 1, &y, &g, 1, &a, &o);
+    OK(tg_profile_stop());
+    cr_assert(eq(int, rc, TG_OK), "tg_grad: %s", tg_error_message());
+    *invs = forward_calls("linalg_inv");
+    tg_tensor_release(y);
+    tg_tensor_release(g);
+}
+
+Test(linalg_solve_lu, det_and_slogdet_gradients_from_the_saved_factors)
+{
+    static const int64_t shapes[3][4] = {{4, 4}, {3, 4, 4}, {2, 3, 5, 5}};
+    static const int nds[3] = {2, 3, 4};
+    for (int k = 0; k < 3; k++)
+        for (int slog = 0; slog < 2; slog++) {
+            uint64_t s = 500 + 10 * k + slog;
+            tg_tensor *a = leaf(&s, TG_F64, nds[k], shapes[k], true);
+            tg_tensor *saved = NULL, *graph = NULL;
+            int64_t n_saved = -1, n_graph = -1;
+            det_grad(a, slog, s, false, &saved, &n_saved);
+            det_grad(a, slog, s, true, &graph, &n_graph);
+            char what[64];
+            snprintf(what, sizeof what, "%s, %d-d", slog ? "slogdet" : "det", nds[k]);
+            cr_assert(eq(i64, n_saved, 0), "%s: the backward without a graph inverted A", what);
+            cr_assert(eq(i64, n_graph, 1), "%s: the create_graph backward made %lld invs", what,
+                      (long long)n_graph);
+            expect_close(saved, graph, 1e-12, what);
+            th_release_all(3, (tg_tensor *[]){a, saved, graph});
+        }
 }
 
 static int solve_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)

@@ -343,6 +343,26 @@ static_assert(sizeof tg__linalg_lu_ops / sizeof tg__linalg_lu_ops[0] == TG__lina
 
 /* ---- the public functions ------------------------------------------------ */
 
+int tg__la_lu_inv_t(tg_tensor **out, tg_tensor *lu, tg_tensor *piv)
+{
+    const int an = lu->ndim - 2;
+    lu_job j = {.fn = "linalg.inv", .dt = lu->dtype, .n = (int)lu->shape[an],
+                .identity = true, .solve = true, .adjoint = true, .lu = tg_tensor_data(lu),
+                .piv = tg_tensor_data(piv), .count = tg__la_count(an, lu->shape), .bn = an,
+                .an = an, .bshape = lu->shape, .ashape = lu->shape};
+    j.nrhs = j.n;
+    tg_tensor *y = tg__tensor_uninit(lu->dtype, lu->ndim, lu->shape);
+    if (!y) return TG_ENOMEM;
+    j.x = tg_tensor_data(y);
+    const int rc = lu_solve_all(&j, 0);
+    if (rc < 0) {
+        tg_tensor_release(y);
+        return rc;
+    }
+    *out = y;
+    return TG_OK;
+}
+
 int tg__linalg_inv_unchecked(tg_tensor **out, tg_tensor *A)
 {
     const inv_params p = {.unchecked = true};
