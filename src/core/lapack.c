@@ -13,7 +13,6 @@
 #include <cblas.h>
 
 #include "core/core.h"
-#include "core/lapack_lu.h"
 
 extern void sgetrf_(const int *m, const int *n, float *a, const int *lda, int *ipiv, int *info);
 extern void dgetrf_(const int *m, const int *n, double *a, const int *lda, int *ipiv, int *info);

@@ -25,7 +25,6 @@
 #include <string.h>
 
 #include "autograd/tape.h"
-#include "core/lapack_lu.h"
 #include "ops/families.h"
 #include "ops/linalg_la.h"
 #include "tapegrad/autograd.h"
