@@ -60,7 +60,10 @@ TG_API int tg_linalg_slogdet(tg_tensor **sign, tg_tensor **logabsdet, tg_tensor 
 
 /* torch.linalg.solve(A, B): X with A X = B.  B is a batch of vectors when
  * it is 1-d or has A's shape without the last dim (..., n); otherwise a
- * batch of matrices (..., n, k).  Batch dims broadcast. */
+ * batch of matrices (..., n, k).  Batch dims broadcast.  A singular matrix
+ * is TG_EINVAL naming its index in A's own batch (as torch's).  The LU
+ * factors of A are kept for the backward, which solves with A^T from them
+ * unless it records a graph (create_graph: solve(A^T, g), as above). */
 TG_API int tg_linalg_solve(tg_tensor **out, tg_tensor *A, tg_tensor *B);
 
 /* torch.linalg.cholesky(A, upper): the lower triangular L with A = L L^T,

@@ -310,6 +310,9 @@ void tg__blas_restore(int n);
  * min(m, n) pivots.
  * tg__lapack_getrs_t: solves A X = B for a row-major A factored by getrf,
  * B column-major (n rows, nrhs columns) in b, overwritten by X.
+ * tg__lapack_getrs_n: the same for A^T X = B (getrs with trans 'N' on the
+ * factors of A^T that getrf left): a backward's solve with A^T from the
+ * forward's factors.
  * tg__lapack_potrf_lower: the Cholesky factor L (A = L L^T) of a symmetric
  * row-major A, read from and written to a's lower triangle (the strictly
  * upper one is left as it was); 0, or i > 0 when the leading minor of
@@ -332,6 +335,7 @@ void tg__blas_restore(int n);
 int tg__lapack_getrf(tg_dtype dt, int n, void *a, int *ipiv);
 int tg__lapack_getrf_mn(tg_dtype dt, int m, int n, void *a, int *ipiv);
 void tg__lapack_getrs_t(tg_dtype dt, int n, int nrhs, const void *lu, const int *ipiv, void *b);
+void tg__lapack_getrs_n(tg_dtype dt, int n, int nrhs, const void *lu, const int *ipiv, void *b);
 int tg__lapack_potrf_lower(tg_dtype dt, int n, void *a);
 void tg__blas_trsm_left(tg_dtype dt, bool upper, bool unit, int n, int nrhs, const void *a,
                         void *b);

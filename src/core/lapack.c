@@ -89,14 +89,24 @@ int tg__lapack_getrf_mn(tg_dtype dt, int m, int n, void *a, int *ipiv)
     return info;
 }
 
-void tg__lapack_getrs_t(tg_dtype dt, int n, int nrhs, const void *lu, const int *ipiv, void *b)
+static void getrs(char trans, tg_dtype dt, int n, int nrhs, const void *lu, const int *ipiv,
+                  void *b)
 {
-    const char trans = 'T';
     int info = 0;
     if (n == 0 || nrhs == 0) return;
     if (dt == TG_F64) dgetrs_(&trans, &n, &nrhs, lu, &n, ipiv, b, &n, &info, 1);
     else sgetrs_(&trans, &n, &nrhs, lu, &n, ipiv, b, &n, &info, 1);
     TG_ASSERT(info == 0);
+}
+
+void tg__lapack_getrs_t(tg_dtype dt, int n, int nrhs, const void *lu, const int *ipiv, void *b)
+{
+    getrs('T', dt, n, nrhs, lu, ipiv, b);
+}
+
+void tg__lapack_getrs_n(tg_dtype dt, int n, int nrhs, const void *lu, const int *ipiv, void *b)
+{
+    getrs('N', dt, n, nrhs, lu, ipiv, b);
 }
 
 int tg__lapack_potrf_lower(tg_dtype dt, int n, void *a)

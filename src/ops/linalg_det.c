@@ -14,7 +14,9 @@
  *            TG_EUNSUPPORTED);
  *   slogdet: its op's output is (..., 2), sign and log |det|; dA = g_1
  *            inv(A)^T from the second, inv unchecked so that a singular
- *            matrix gives torch's infinities. */
+ *            matrix gives torch's infinities.
+ * Both keep A's LU factors and pivots, from which a backward that records
+ * no graph takes inv(A)^T (tg__la_lu_inv_t) without factoring A again. */
 #include <assert.h>
 #include <math.h>
 #include <string.h>
@@ -33,11 +35,13 @@ typedef struct det_job {
     tg_dtype dt;
     int n;
     bool slog;
-    char *a;
+    char *a;      /* A's matrices, factored in place */
+    int *piv;     /* their pivots, n each (NULL: not kept, in ws) */
     void *d;
 } det_job;
 
-/* Matrix b's det (slog: sign and log |det|); ws: the pivots. */
+/* Matrix b's det (slog: sign and log |det|); ws: the pivots when not
+ * kept. */
 static int det_one(void *job, int64_t b, void *ws)
 {
     const det_job *j = job;
@@ -45,7 +49,7 @@ static int det_one(void *job, int64_t b, void *ws)
     const int n = j->n;
     const bool slog = j->slog;
     void *d = j->d;
-    int *ipiv = ws;
+    int *ipiv = j->piv ? j->piv + (size_t)b * (size_t)n : ws;
     char *lu = j->a + (size_t)b * (size_t)n * (size_t)n * tg_dtype_size(dt);
     tg__lapack_getrf(dt, n, lu, ipiv);
     const int s = tg__la_perm_sign(n, ipiv);
@@ -86,18 +90,58 @@ static int det_one(void *job, int64_t b, void *ws)
 }
 
 /* Each matrix's det (slog: sign and log |det|, two values) into the
- * contiguous d. */
-static int det_all(const tg_tensor *A, bool slog, void *d)
+ * contiguous d; with lu (A's shape, not NULL with a ctx) A's LU factors
+ * and their pivots (TG_I32, A's shape without the last dim) into lu and
+ * piv, for the backward (tg__la_lu_inv_t). */
+static int det_all(const tg_tensor *A, bool slog, void *d, tg_tensor *lu, tg_tensor *piv)
 {
     const int bn = A->ndim - 2;
     det_job j = {.dt = A->dtype, .n = (int)A->shape[bn], .slog = slog, .d = d};
-    j.a = tg__la_gather(A, bn, A->shape, 2, j.dt);
-    if (!j.a) return TG_ENOMEM;
+    if (lu) {
+        j.a = tg_tensor_data(lu);
+        j.piv = tg_tensor_data(piv);
+        tg__gather(A, j.dt, j.a);
+    } else {
+        j.a = tg__la_gather(A, bn, A->shape, 2, j.dt);
+        if (!j.a) return TG_ENOMEM;
+    }
     const double n = j.n;
     const int rc = tg__la_batch(tg__la_count(bn, A->shape), n * n * n, (size_t)j.n * sizeof(int),
                                 det_one, &j);
-    tg__work_free(j.a);
+    if (!lu) tg__work_free(j.a);
     return rc;
+}
+
+/* The tensors det_all keeps for a recorded call (ctx): LU and pivots, new
+ * references, or both NULL without a ctx.  TG_ENOMEM. */
+static int factors_new(const tg_ctx *ctx, const tg_tensor *A, tg_tensor **lu, tg_tensor **piv)
+{
+    *lu = *piv = NULL;
+    if (!ctx) return TG_OK;
+    *lu = tg__tensor_uninit(A->dtype, A->ndim, A->shape);
+    *piv = *lu ? tg__tensor_uninit(TG_I32, A->ndim - 1, A->shape) : NULL;
+    if (*piv) return TG_OK;
+    tg_tensor_release(*lu);
+    *lu = NULL;
+    return TG_ENOMEM;
+}
+
+/* The end of det's and slogdet's forwards: with rc >= 0 and a ctx, saves
+ * lu and piv (the next two slots), then *out = y; on any error y is
+ * released and *out untouched.  Releases lu and piv. */
+static int factors_finish(tg_ctx *ctx, int rc, tg_tensor *lu, tg_tensor *piv, tg_tensor *y,
+                          tg_tensor **out)
+{
+    if (rc >= 0 && ctx) rc = tg__ctx_save(ctx, lu);
+    if (rc >= 0 && ctx) rc = tg__ctx_save(ctx, piv);
+    tg_tensor_release(lu);
+    tg_tensor_release(piv);
+    if (rc < 0) {
+        tg_tensor_release(y);
+        return rc;
+    }
+    *out = y;
+    return TG_OK;
 }
 
 static int det_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *in,
@@ -107,11 +151,14 @@ static int det_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const 
     (void)params;
     tg_tensor *A = in[0];
     TG_TRY(tg__la_check("linalg.det", "A", A, true));
-    tg_tensor *d = tg__tensor_uninit(A->dtype, A->ndim - 2, A->shape);
+    tg_tensor *d = tg__tensor_uninit(A->dtype, A->ndim - 2, A->shape), *lu, *piv;
     if (!d) return TG_ENOMEM;
-    int rc = det_all(A, false, tg_tensor_data(d));
+    int rc = factors_new(ctx, A, &lu, &piv);
+    if (rc == TG_OK) rc = det_all(A, false, tg_tensor_data(d), lu, piv);
     if (rc == TG_OK && ctx) rc = tg__ctx_save(ctx, A);
-    return tg__la_finish(ctx, rc, NULL, d, out);
+    tg_tensor *y = NULL;
+    rc = tg__la_finish(ctx, rc, NULL, d, &y);   /* slots 0 and 1: A and d */
+    return factors_finish(ctx, rc, lu, piv, y, out);
 }
 
 /* v (...) as (..., 1, 1). */
@@ -124,13 +171,24 @@ static int unsqueeze2(tg_tensor **out, tg_tensor *v)
     return rc;
 }
 
-/* (w, shaped (...)) * inv(A)^T; inv unchecked when `unchecked`. */
-static int scaled_inv_t(tg_tensor *w, tg_tensor *A, bool unchecked, tg_tensor **out)
+/* (w, shaped (...)) * inv(A)^T; inv unchecked when `unchecked`.  A
+ * backward that records no graph takes inv(A)^T from the forward's LU
+ * factors and pivots in ctx's slots lu_slot, lu_slot + 1 (torch's
+ * linalg_det_backward solves with its forward's LU too); a create_graph
+ * one calls inv, whose gradients follow. */
+static int scaled_inv_t(tg_ctx *ctx, int lu_slot, tg_tensor *w, tg_tensor *A, bool unchecked,
+                        tg_tensor **out)
 {
-    tg_tensor *ai = NULL, *at = NULL, *w2 = NULL;
+    tg_tensor *ai = NULL, *at = NULL, *w2 = NULL, *lu, *piv;
     int rc;
-    TG_TRY_GOTO(unchecked ? tg__linalg_inv_unchecked(&ai, A) : tg_linalg_inv(&ai, A));
-    TG_TRY_GOTO(tg__la_mT(&at, ai));
+    if (!tg_grad_enabled()) {
+        TG_TRY_GOTO(tg__ctx_saved(ctx, lu_slot, &lu));
+        TG_TRY_GOTO(tg__ctx_saved(ctx, lu_slot + 1, &piv));
+        TG_TRY_GOTO(tg__la_lu_inv_t(&at, lu, piv));
+    } else {
+        TG_TRY_GOTO(unchecked ? tg__linalg_inv_unchecked(&ai, A) : tg_linalg_inv(&ai, A));
+        TG_TRY_GOTO(tg__la_mT(&at, ai));
+    }
     TG_TRY_GOTO(unsqueeze2(&w2, w));
     TG_TRY_GOTO(tg_mul(out, w2, at));
 done:
@@ -219,7 +277,7 @@ static int det_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     TG_TRY_GOTO(tg__ctx_saved_output(ctx, 1, &d));
     if (!any_zero(d)) {
         TG_TRY_GOTO(tg_mul(&w, g, d));
-        TG_TRY_GOTO(scaled_inv_t(w, A, false, &gi[0]));
+        TG_TRY_GOTO(scaled_inv_t(ctx, 2, w, A, false, &gi[0]));
     } else {
         if (tg_grad_enabled()) {
             rc = tg__error(TG_EUNSUPPORTED, "linalg.det: the gradient at a singular matrix "
@@ -257,14 +315,11 @@ static int slogdet_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *co
     shape[A->ndim - 2] = 2;
     tg_tensor *d = tg__tensor_uninit(A->dtype, A->ndim - 1, shape);
     if (!d) return TG_ENOMEM;
-    int rc = det_all(A, true, tg_tensor_data(d));
+    tg_tensor *lu, *piv;
+    int rc = factors_new(ctx, A, &lu, &piv);
+    if (rc == TG_OK) rc = det_all(A, true, tg_tensor_data(d), lu, piv);
     if (rc == TG_OK && ctx) rc = tg__ctx_save(ctx, A);
-    if (rc < 0) {
-        tg_tensor_release(d);
-        return rc;
-    }
-    *out = d;
-    return TG_OK;
+    return factors_finish(ctx, rc, lu, piv, d, out);   /* slots 1 and 2 */
 }
 
 /* dA = g[..., 1] inv(A)^T (the sign has no gradient). */
@@ -275,7 +330,7 @@ static int slogdet_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &A));
     TG_TRY_GOTO(tg_narrow(&g1, g, -1, 1, 1));
     TG_TRY_GOTO(tg_squeeze(&w, g1, -1));
-    TG_TRY_GOTO(scaled_inv_t(w, A, true, &gi[0]));
+    TG_TRY_GOTO(scaled_inv_t(ctx, 1, w, A, true, &gi[0]));
 done:
     tg_tensor_release(g1);
     tg_tensor_release(w);

@@ -56,6 +56,14 @@ int tg__la_perm_sign(int n, const int *ipiv);
  * NaN for a singular A (slogdet's gradient; src/ops/linalg_lu.c). */
 int tg__linalg_inv_unchecked(tg_tensor **out, tg_tensor *A);
 
+/* A^-T for each matrix of a batch from the LU factors that solve's, det's
+ * and slogdet's forwards keep (src/ops/linalg_lu.c): lu (..., n, n) the
+ * buffers getrf factored in place, piv TG_I32 (..., n) their pivots; into
+ * the new *out (lu's dtype and shape), by getrs with A^T against I, no new
+ * factorization.  Not recorded: for a backward that records no graph.  A
+ * singular matrix gives getrs's inf or NaN.  TG_ENOMEM. */
+int tg__la_lu_inv_t(tg_tensor **out, tg_tensor *lu, tg_tensor *piv);
+
 /* Runs one(job, b, ws) for every matrix b in [0, count) of a batch, with
  * OpenBLAS on one thread meanwhile: on tapegrad's pool in contiguous ranges
  * of b (each range in order on one thread, so a matrix's LAPACK calls and

@@ -11,6 +11,12 @@
  *   inv:     dA = -Y^T g Y^T, Y the saved output;
  *   solve:   dB = solve(A^T, g), dA = -dB X^T (vectors: -dB x^T), each summed
  *            over the batch dims its operand was broadcast along.
+ * solve factors A's own batch once (A broadcast against B: each matrix
+ * once, not once per right-hand side) and keeps the factors and pivots on
+ * its context; a backward that records no graph solves A^T dB = g with
+ * them (getrs with trans 'N' on A^T's factors), as torch's
+ * linalg_solve_backward reuses its forward's LU, while a create_graph
+ * backward calls solve again, whose gradients follow.
  * inv has an unchecked form (tg__linalg_inv_unchecked) whose singular
  * matrix gives getrs's infinities instead of an error, for slogdet's
  * gradient (src/ops/linalg_det.c). */
@@ -21,6 +27,7 @@
 #include "autograd/tape.h"
 #include "ops/families.h"
 #include "ops/linalg_la.h"
+#include "tapegrad/autograd.h"
 #include "tapegrad/linalg.h"
 #include "tapegrad/ops.h"
 
@@ -34,36 +41,62 @@ static const char *batch_note(bool batched, int64_t b, char *buf, size_t n)
     return buf;
 }
 
+/* Pivots are kept in a TG_I32 tensor and handed to LAPACK as int. */
+static_assert(sizeof(int) == sizeof(int32_t), "LAPACK's pivots are 32-bit ints");
+
 typedef struct inv_params {
     bool unchecked;   /* a singular matrix gives getrs's inf / NaN, no error */
 } inv_params;
 
-/* A (..., n, n) solved against I, or against B (bn batch dims broadcast,
- * nrhs columns: vectors when vec), into the contiguous X.  fn names the
- * caller for the messages. */
+/* A's matrices (..., n, n) factored and solved against I, or against B's
+ * (bn broadcast batch dims, nrhs columns: vectors when vec), into the
+ * contiguous X; or, adjoint, A^T X = B solved from the factors alone.  fn
+ * names the caller for the messages. */
 typedef struct lu_job {
     const char *fn;
     tg_dtype dt;
     int n, nrhs;
     bool check, identity;     /* identity: inv's, B = I */
     bool batched;             /* batch dims: the messages name the element */
-    char *a, *b;              /* gathered A (count matrices), B (or NULL: I) */
+    bool factor, solve;       /* what one() does to its matrix */
+    bool adjoint;             /* solve A^T X = B (solve's backward) */
+    char *lu;                 /* A's matrices, factored in place by getrf */
+    int *piv;                 /* their pivots, n each */
+    char *b;                  /* gathered B (count matrices), or NULL: I */
     char *x;                  /* the result, count * n * nrhs */
-    int64_t count;
+    int64_t count;            /* right-hand sides: the broadcast batch */
+    int bn, an;               /* the broadcast batch's dims, A's batch dims */
+    const int64_t *bshape, *ashape;
 } lu_job;
 
-/* Matrix b of the batch; ws: the column-major right-hand sides (n * nrhs)
- * then the pivots (n). */
-static int lu_solve_one(void *job, int64_t b, void *ws)
+/* The matrix of A that matrix b of the broadcast batch reads: b's index
+ * along each of A's batch dims, 0 where A's extent is 1. */
+static int64_t a_index(const lu_job *j, int64_t b)
+{
+    int64_t a = 0, step = 1;
+    for (int i = j->bn - 1, k = j->an - 1; i >= 0 && k >= 0; i--, k--) {
+        const int64_t c = b % j->bshape[i];
+        b /= j->bshape[i];
+        if (j->ashape[k] != 1) a += c * step;
+        step *= j->ashape[k];
+    }
+    return a;
+}
+
+/* Matrix b of the batch: factors it (factor; b indexes A's matrices), then
+ * solves its right-hand sides (solve; with factor, A and the broadcast
+ * batch are one, else b indexes the broadcast batch).  ws: the
+ * column-major right-hand sides (n * nrhs). */
+static int lu_one(void *job, int64_t b, void *ws)
 {
     const lu_job *j = job;
     const size_t es = tg_dtype_size(j->dt);
     const int n = j->n, k = j->nrhs;
+    const int64_t a = j->factor ? b : a_index(j, b);
     char *w = ws;
-    int *ipiv = (int *)(void *)(w + (size_t)n * (size_t)k * es);
-    char *lu = j->a + (size_t)b * (size_t)n * (size_t)n * es;
-    char *xb = j->x + (size_t)b * (size_t)n * (size_t)k * es;
-    const int info = tg__lapack_getrf(j->dt, n, lu, ipiv);
+    char *lu = j->lu + (size_t)a * (size_t)n * (size_t)n * es;
+    int *ipiv = j->piv + (size_t)a * (size_t)n;
+    const int info = j->factor ? tg__lapack_getrf(j->dt, n, lu, ipiv) : 0;
     if (info > 0 && j->check) {
         char note[48], rule[160];
         if (j->identity)
@@ -75,6 +108,8 @@ static int lu_solve_one(void *job, int64_t b, void *ws)
         return tg__error(TG_EINVAL, "%s:%s %s", j->fn,
                          batch_note(j->batched, b, note, sizeof note), rule);
     }
+    if (!j->solve) return TG_OK;
+    char *xb = j->x + (size_t)b * (size_t)n * (size_t)k * es;
     if (j->identity) {
         memset(w, 0, (size_t)n * (size_t)k * es);
         for (int i = 0; i < n; i++) {
@@ -84,16 +119,27 @@ static int lu_solve_one(void *job, int64_t b, void *ws)
     } else {   /* B's matrix (n, k) into column-major order */
         tg__la_transpose(j->dt, n, k, j->b + (size_t)b * (size_t)n * (size_t)k * es, w);
     }
-    tg__lapack_getrs_t(j->dt, n, k, lu, ipiv, w);
+    if (j->adjoint) tg__lapack_getrs_n(j->dt, n, k, lu, ipiv, w);
+    else tg__lapack_getrs_t(j->dt, n, k, lu, ipiv, w);
     tg__la_transpose(j->dt, k, n, w, xb);
     return TG_OK;
 }
 
-static int lu_solve_all(lu_job *j)
+/* Runs j over its batch: with j->factor and acount (A's matrices) below
+ * j->count (A broadcast), factors A's matrices first, then solves each
+ * right-hand side with its matrix's factors; else one pass. */
+static int lu_solve_all(lu_job *j, int64_t acount)
 {
     const size_t es = tg_dtype_size(j->dt), n = (size_t)j->n, k = (size_t)j->nrhs;
-    const double cost = (double)n * (double)n * ((double)n + 2.0 * (double)k);
-    return tg__la_batch(j->count, cost, n * k * es + n * sizeof(int), lu_solve_one, j);
+    const double nf = (double)n, lu_cost = nf * nf * nf, rs_cost = 2.0 * nf * nf * (double)k;
+    if (j->factor && acount != j->count) {
+        j->solve = false;
+        const int rc = tg__la_batch(acount, lu_cost, 1, lu_one, j);
+        j->factor = false;
+        j->solve = true;
+        TG_TRY(rc);
+    }
+    return tg__la_batch(j->count, (j->factor ? lu_cost : 0) + rs_cost, n * k * es, lu_one, j);
 }
 
 /* ---- inv ----------------------------------------------------------------- */
@@ -107,17 +153,19 @@ static int inv_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const 
     TG_TRY(tg__la_check("linalg.inv", "A", A, true));
     const int bn = A->ndim - 2;
     lu_job j = {.fn = "linalg.inv", .dt = A->dtype, .n = (int)A->shape[bn], .batched = bn > 0,
-                .check = !(p && p->unchecked), .identity = true,
+                .check = !(p && p->unchecked), .identity = true, .factor = true, .solve = true,
                 .count = tg__la_count(bn, A->shape)};
     j.nrhs = j.n;
     tg_tensor *Y = tg__tensor_uninit(A->dtype, A->ndim, A->shape);
-    j.a = Y ? tg__la_gather(A, bn, A->shape, 2, A->dtype) : NULL;
-    int rc = j.a ? TG_OK : TG_ENOMEM;
+    j.lu = Y ? tg__la_gather(A, bn, A->shape, 2, A->dtype) : NULL;
+    j.piv = j.lu ? tg__work_alloc((size_t)(j.count * j.n + 1) * sizeof(int)) : NULL;
+    int rc = j.piv ? TG_OK : TG_ENOMEM;
     if (rc == TG_OK) {
         j.x = tg_tensor_data(Y);
-        rc = lu_solve_all(&j);
+        rc = lu_solve_all(&j, j.count);
     }
-    tg__work_free(j.a);
+    tg__work_free(j.lu);
+    tg__work_free(j.piv);
     return tg__la_finish(ctx, rc, NULL, Y, out);
 }
 
@@ -189,34 +237,95 @@ static int solve_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *cons
     memcpy(xs, bshape, (size_t)bn * sizeof *xs);
     xs[bn] = n;
     if (!vec) xs[bn + 1] = k64;
+    /* A's own batch is factored (LU and its pivots, A's batch shape, as
+     * torch's), each right-hand side solved with its matrix's factors. */
     lu_job j = {.fn = fn, .dt = A->dtype, .n = n, .nrhs = (int)k64, .check = true,
-                .batched = bn > 0, .count = tg__la_count(bn, bshape)};
+                .batched = A->ndim > 2, .factor = true, .solve = true,
+                .count = tg__la_count(bn, bshape), .bn = bn, .an = A->ndim - 2,
+                .bshape = bshape, .ashape = A->shape};
     tg_tensor *X = tg__tensor_uninit(A->dtype, bn + tail, xs);
-    j.a = X ? tg__la_gather(A, bn, bshape, 2, A->dtype) : NULL;
-    j.b = j.a ? tg__la_gather(B, bn, bshape, tail, A->dtype) : NULL;
+    tg_tensor *LU = X ? tg__tensor_uninit(A->dtype, A->ndim, A->shape) : NULL;
+    tg_tensor *P = LU ? tg__tensor_uninit(TG_I32, A->ndim - 1, A->shape) : NULL;
+    j.b = P ? tg__la_gather(B, bn, bshape, tail, A->dtype) : NULL;
     int rc = j.b ? TG_OK : TG_ENOMEM;
     if (rc == TG_OK) {
+        tg__gather(A, A->dtype, tg_tensor_data(LU));
+        j.lu = tg_tensor_data(LU);
+        j.piv = tg_tensor_data(P);
         j.x = tg_tensor_data(X);
-        rc = lu_solve_all(&j);
+        rc = lu_solve_all(&j, tg__la_count(A->ndim - 2, A->shape));
     }
-    tg__work_free(j.a);
     tg__work_free(j.b);
-    return tg__la_finish(ctx, rc, A, X, out);
+    rc = tg__la_finish(ctx, rc, A, X, out);
+    if (rc >= 0 && ctx) {   /* slots 2 and 3, for the backward */
+        rc = tg__ctx_save(ctx, LU);
+        if (rc >= 0) rc = tg__ctx_save(ctx, P);
+        if (rc < 0) {
+            tg_tensor_release(*out);
+            *out = NULL;
+        }
+    }
+    tg_tensor_release(LU);
+    tg_tensor_release(P);
+    return rc < 0 ? rc : TG_OK;
 }
 
-/* dB = solve(A^T, g); dA = -dB X^T (vectors: the outer product). */
+/* What solve's backward reads of its forward: the LU factors and pivots of
+ * A's matrices (slots 2 and 3, borrowed; NULL when it records a graph), and
+ * whether B is a batch of vectors. */
+typedef struct solve_saved {
+    tg_tensor *lu, *piv;
+    bool vec;
+} solve_saved;
+
+/* dB = A^-T g for each right-hand side of g (X's shape: the broadcast
+ * batch) from the saved factors, getrs with A^T: no new factorization. */
+static int solve_t_saved(tg_tensor **out, const solve_saved *s, tg_tensor *g)
+{
+    const int tail = s->vec ? 1 : 2, bn = g->ndim - tail, an = s->lu->ndim - 2;
+    lu_job j = {.fn = "torch.linalg.solve", .dt = g->dtype, .n = (int)s->lu->shape[an],
+                .nrhs = s->vec ? 1 : (int)g->shape[g->ndim - 1], .solve = true, .adjoint = true,
+                .lu = tg_tensor_data(s->lu), .piv = tg_tensor_data(s->piv),
+                .count = tg__la_count(bn, g->shape), .bn = bn, .an = an, .bshape = g->shape,
+                .ashape = s->lu->shape};
+    tg_tensor *gb = tg__tensor_uninit(g->dtype, g->ndim, g->shape);
+    j.b = gb ? tg__la_gather(g, bn, g->shape, tail, g->dtype) : NULL;
+    int rc = j.b ? TG_OK : TG_ENOMEM;
+    if (rc == TG_OK) {
+        j.x = tg_tensor_data(gb);
+        rc = lu_solve_all(&j, 0);
+    }
+    tg__work_free(j.b);
+    if (rc < 0) {
+        tg_tensor_release(gb);
+        return rc;
+    }
+    *out = gb;
+    return TG_OK;
+}
+
+/* dB = solve(A^T, g): from the saved factors when there are, else by
+ * tg_linalg_solve, which records. */
 static int solve_t(tg_tensor **out, tg_tensor *at, tg_tensor *g, const void *arg)
 {
-    (void)arg;
+    const solve_saved *s = arg;
+    if (s->lu && g->dtype == s->lu->dtype) return solve_t_saved(out, s, g);
     return tg_linalg_solve(out, at, g);
 }
 
-/* dB = solve(A^T, g); dA = -dB X^T (vectors: the outer product). */
+/* dB = solve(A^T, g); dA = -dB X^T (vectors: the outer product).  As torch's
+ * linalg_solve_backward: a backward that records a graph (create_graph)
+ * solves with A^T by differentiable ops, any other one with the forward's
+ * factors. */
 static int solve_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     const tg_meta *ma = tg__ctx_input_meta(ctx, 0), *mb = tg__ctx_input_meta(ctx, 1);
-    const bool vec = solve_vec(ma->ndim, ma->shape, mb->ndim, mb->shape);
-    return tg__la_solve_backward(ctx, g, gi, vec, solve_t, NULL, NULL);
+    solve_saved s = {.vec = solve_vec(ma->ndim, ma->shape, mb->ndim, mb->shape)};
+    if (!tg_grad_enabled()) {
+        TG_TRY(tg__ctx_saved(ctx, 2, &s.lu));
+        TG_TRY(tg__ctx_saved(ctx, 3, &s.piv));
+    }
+    return tg__la_solve_backward(ctx, g, gi, s.vec, solve_t, NULL, &s);
 }
 
 /* FP32: torch's CPU autocast lists linalg_solve with the ops that run in
@@ -232,6 +341,26 @@ static_assert(sizeof tg__linalg_lu_ops / sizeof tg__linalg_lu_ops[0] == TG__lina
               "src/ops/families.h must count the linalg_lu ops");
 
 /* ---- the public functions ------------------------------------------------ */
+
+int tg__la_lu_inv_t(tg_tensor **out, tg_tensor *lu, tg_tensor *piv)
+{
+    const int an = lu->ndim - 2;
+    lu_job j = {.fn = "linalg.inv", .dt = lu->dtype, .n = (int)lu->shape[an],
+                .identity = true, .solve = true, .adjoint = true, .lu = tg_tensor_data(lu),
+                .piv = tg_tensor_data(piv), .count = tg__la_count(an, lu->shape), .bn = an,
+                .an = an, .bshape = lu->shape, .ashape = lu->shape};
+    j.nrhs = j.n;
+    tg_tensor *y = tg__tensor_uninit(lu->dtype, lu->ndim, lu->shape);
+    if (!y) return TG_ENOMEM;
+    j.x = tg_tensor_data(y);
+    const int rc = lu_solve_all(&j, 0);
+    if (rc < 0) {
+        tg_tensor_release(y);
+        return rc;
+    }
+    *out = y;
+    return TG_OK;
+}
 
 int tg__linalg_inv_unchecked(tg_tensor **out, tg_tensor *A)
 {
