@@ -156,8 +156,8 @@ static int gs_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
 {
     (void)n;
     const gs_params *p = params;
-    tg_dtype dt;
-    int nd;
+    tg_dtype dt = TG_F32;
+    int nd = 0;
     int64_t shape[TG_MAX_DIMS];
     TG_TRY(gs_shape(2, in, params, &dt, &nd, shape));
     tg_tensor *x = NULL, *grid = NULL, *y = NULL;
@@ -228,8 +228,8 @@ static int gsb_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
 {
     (void)ctx, (void)n;
     const gs_params *p = params;
-    tg_dtype dt;
-    int nd;
+    tg_dtype dt = TG_F32;
+    int nd = 0;
     int64_t shape[TG_MAX_DIMS];
     TG_TRY(gs_shape(2, in + 1, params, &dt, &nd, shape));
     char s1[96], s2[96];

@@ -4,7 +4,9 @@
  *
  * The points go in blocks of GS2_B of one sample.  A block's positions,
  * corner offsets and weights are computed once, in loops over the points
- * that a compiler vectorizes (selects, no branches), and then every channel
+ * that a compiler vectorizes (selects, no branches; reflection's fmod is
+ * a subtraction within two spans of the low end, and the farther points
+ * take gs_pad_f32 one by one), and then every channel
  * reads its plane at those offsets; the output of a channel is a contiguous
  * run of the block's points.  A corner outside the input gets offset -1
  * and weight 0 and adds a +0 term (torch: a masked gather, read as 0), so
@@ -60,6 +62,31 @@ static int gs2_level(void)
     return 0;
 }
 
+/* Reflection (gs_reflect_f32, then gs_clip_f32) of positions r with
+ * derivatives m, where the distance a from the low end is under two spans:
+ * fmod(a, span) is then a or a - span, both exact (Sterbenz), and the
+ * quotient's floor 0 or 1.  slow[i] marks the others (farther, NaN, or a
+ * span of 0), which the caller redoes with gs_pad_f32. */
+static inline __attribute__((always_inline)) void gs2_reflect(float *r, float *m, int nb,
+                                                              int64_t size, bool align,
+                                                              unsigned char *slow)
+{
+    const float lo = align ? 0.0f : -0.5f, hi = (float)(size - 1);
+    const float span = align ? (float)(2 * (size - 1)) / 2 : (float)(2 * size) / 2;
+    for (int i = 0; i < nb; i++) {
+        const float t = r[i] - lo;
+        const bool neg = t < 0;
+        const float a = neg ? -t : t, sign = neg ? -1.0f : 1.0f;
+        const float flips = floorf(a / span), extra = a < span ? a : a - span;
+        const bool odd = flips == 1;
+        const float f = odd ? span - extra + lo : extra + lo, dr = odd ? -sign : sign;
+        const bool l = !(f > 0), h = f >= hi;
+        r[i] = l ? 0.0f : h ? hi : f;
+        m[i] = m[i] * dr * (l | h ? 0.0f : 1.0f);
+        slow[i] = !(a < 2 * span);
+    }
+}
+
 /* Pixel positions of nb points (grid pairs gp): torch's unnormalize and
  * padding, as gs_point_f32. */
 static inline __attribute__((always_inline)) void gs2_positions(const gs_job *j, const float *gp,
@@ -67,18 +94,6 @@ static inline __attribute__((always_inline)) void gs2_positions(const gs_job *j,
                                                                 gs2_block *b)
 {
     const int64_t H = j->in[0], W = j->in[1];
-    if (j->pad == TG_GRID_SAMPLE_REFLECTION) {
-        for (int i = 0; i < nb; i++) {
-            float m;
-            rx[i] = gs_unnormalize_f32(gp[2 * i], W, j->align, &m);
-            rx[i] = gs_pad_f32(rx[i], W, j->pad, j->align, &m);
-            b->mx[i] = m;
-            ry[i] = gs_unnormalize_f32(gp[2 * i + 1], H, j->align, &m);
-            ry[i] = gs_pad_f32(ry[i], H, j->pad, j->align, &m);
-            b->my[i] = m;
-        }
-        return;
-    }
     const bool align = j->align, border = j->pad == TG_GRID_SAMPLE_BORDER;
     const float wf = (float)W, hf = (float)H, wm = (float)(W - 1), hm = (float)(H - 1);
     const float sx = align ? wm / 2 : wf / 2, sy = align ? hm / 2 : hf / 2;
@@ -90,7 +105,7 @@ static inline __attribute__((always_inline)) void gs2_positions(const gs_job *j,
         const float cx = rx[i], cy = ry[i];
         const float ax = ((cx + 1) / 2) * wm, bx = ((cx + 1) * wf - 1) / 2;
         const float ay = ((cy + 1) / 2) * hm, by = ((cy + 1) * hf - 1) / 2;
-        float px = align ? ax : bx, py = align ? ay : by;
+        const float px = align ? ax : bx, py = align ? ay : by;
         /* gs_clip: NaN and <= 0 to 0, >= size - 1 to size - 1, slope 0 there */
         const bool lx = !(px > 0), hx = px >= wm, ly = !(py > 0), hy = py >= hm;
         const float qx = lx ? 0.0f : hx ? wm : px, qy = ly ? 0.0f : hy ? hm : py;
@@ -98,6 +113,23 @@ static inline __attribute__((always_inline)) void gs2_positions(const gs_job *j,
         ry[i] = border ? qy : py;
         b->mx[i] = border & (lx | hx) ? 0.0f : sx;
         b->my[i] = border & (ly | hy) ? 0.0f : sy;
+    }
+    if (j->pad != TG_GRID_SAMPLE_REFLECTION) return;
+    unsigned char slow_x[GS2_B], slow_y[GS2_B];
+    gs2_reflect(rx, b->mx, nb, W, align, slow_x);
+    gs2_reflect(ry, b->my, nb, H, align, slow_y);
+    for (int i = 0; i < nb; i++) {
+        float m;
+        if (slow_x[i]) {
+            rx[i] = gs_unnormalize_f32(gp[2 * i], W, align, &m);
+            rx[i] = gs_pad_f32(rx[i], W, j->pad, align, &m);
+            b->mx[i] = m;
+        }
+        if (slow_y[i]) {
+            ry[i] = gs_unnormalize_f32(gp[2 * i + 1], H, align, &m);
+            ry[i] = gs_pad_f32(ry[i], H, j->pad, align, &m);
+            b->my[i] = m;
+        }
     }
 }
 
