@@ -4,14 +4,14 @@
  *
  * The points go in blocks of GS2_B of one sample.  A block's positions,
  * corner offsets and weights are computed once, in loops over the points
- * that a compiler vectorizes (selects, no branches; reflection's fmod is
- * a subtraction within two spans of the low end, and the farther points
- * take gs_pad_f32 one by one), and then every channel
- * reads its plane at those offsets; the output of a channel is a contiguous
- * run of the block's points.  A corner outside the input gets offset -1
- * and weight 0 and adds a +0 term (torch: a masked gather, read as 0), so
- * the sums are the template's, bit for bit: they start at +0, never become
- * -0, and s + 0 = s otherwise.  The kernels:
+ * that a compiler vectorizes (selects, no branches; reflection's fmod is a
+ * subtraction within two spans of the low end, and the farther points take
+ * gs_pad_f32 one by one), and then every channel reads its plane at those
+ * offsets; the output of a channel is a contiguous run of the block's
+ * points.  A corner outside the input gets offset -1 and weight 0 and adds
+ * a +0 term (torch: a masked gather, read as 0), so the sums are the
+ * template's, bit for bit: they start at +0, never become -0, and s + 0 = s
+ * otherwise.  The kernels:
  *   portable  plain C, one point at a time in the channel loops
  *   avx2      the position loops compiled for AVX2; the channel loops as
  *             portable
@@ -19,7 +19,8 @@
  *             gathering 16 points per vpgatherdps
  * Every kernel does the same operations in the same order (no fused
  * multiply-adds: gcc's -std=c17 implies -ffp-contract=off, and clang is
- * told so below), so all give the same bits.  TG_MAX_ISA bounds the choice (src/core/cpu.c).
+ * told so below), so all give the same bits.  TG_MAX_ISA bounds the
+ * choice (src/core/cpu.c).
  *
  * The backward is two passes that each own what they write: d input by
  * (sample, group of channels), each plane's adds in the points' order, and
@@ -179,6 +180,7 @@ static inline __attribute__((always_inline)) void gs2_coords(const gs_job *j, co
         for (int i = nb; i < ((nb + 15) & ~15); i++) {
             b->off[k][i] = -1;
             b->w[k][i] = 0;
+            b->fx[k / 2][i] = b->fy[k / 2][i] = 0;
         }
 }
 
