@@ -1,10 +1,11 @@
-/* bench/grid_sample: the time of one grid_sample call (bilinear, zeros,
- * align_corners false), forward or forward and backward, for
+/* bench/grid_sample: the time of one grid_sample call (align_corners
+ * false), forward or forward and backward, for
  * bench/grid_sample.py (which runs the same call in PyTorch and gives the
  * ratio).
  *
  *   grid_sample --shape N,C,H,W,Ho,Wo [--dtype f32|f64] [--threads T] [--repeat R (20)]
  *               [--mode bilinear|nearest|bicubic] [--backward]
+ *               [--padding zeros|border|reflection]
  *
  * input (N, C, H, W) of U[-1, 1) values, grid (N, Ho, Wo, 2) of U[-1.1, 1.1).
  * With --backward input and grid require grad and a pass is the call, the
@@ -25,6 +26,7 @@
 typedef struct gs_case {
     tg_tensor *x, *grid;
     tg_grid_sample_mode mode;
+    tg_grid_sample_padding padding;
     bool backward;
 } gs_case;
 
@@ -32,7 +34,7 @@ static void pass(const void *arg)
 {
     const gs_case *c = arg;
     tg_tensor *y = NULL, *s = NULL;
-    CHECK(tg_grid_sample(&y, c->x, c->grid, c->mode, TG_GRID_SAMPLE_ZEROS, false));
+    CHECK(tg_grid_sample(&y, c->x, c->grid, c->mode, c->padding, false));
     if (c->backward) {
         CHECK(tg_sum(&s, y));
         CHECK(tg_backward(s, NULL, NULL));
@@ -46,7 +48,8 @@ static void pass(const void *arg)
 static int usage(void)
 {
     fprintf(stderr, "usage: grid_sample --shape N,C,H,W,Ho,Wo [--dtype f32|f64] [--threads T] "
-                    "[--repeat R] [--mode bilinear|nearest|bicubic] [--backward]\n");
+                    "[--repeat R] [--mode bilinear|nearest|bicubic] [--backward] "
+                    "[--padding zeros|border|reflection]\n");
     return 2;
 }
 
@@ -56,7 +59,8 @@ int main(int argc, char **argv)
     int64_t s[6] = {0};
     bool have_shape = false;
     tg_dtype dt = TG_F32;
-    gs_case c = {.mode = TG_GRID_SAMPLE_BILINEAR, .backward = false};
+    gs_case c = {.mode = TG_GRID_SAMPLE_BILINEAR, .padding = TG_GRID_SAMPLE_ZEROS,
+                 .backward = false};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long *dst = !strcmp(a, "--threads") ? &threads : !strcmp(a, "--repeat") ? &repeat : NULL;
@@ -72,6 +76,11 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--mode") && v) {
             c.mode = !strcmp(v, "nearest") ? TG_GRID_SAMPLE_NEAREST
                      : !strcmp(v, "bicubic") ? TG_GRID_SAMPLE_BICUBIC : TG_GRID_SAMPLE_BILINEAR;
+            i++;
+        } else if (!strcmp(a, "--padding") && v) {
+            c.padding = !strcmp(v, "border")       ? TG_GRID_SAMPLE_BORDER
+                        : !strcmp(v, "reflection") ? TG_GRID_SAMPLE_REFLECTION
+                                                   : TG_GRID_SAMPLE_ZEROS;
             i++;
         } else if (!strcmp(a, "--shape") && v) {
             have_shape = sscanf(v, "%" SCNd64 ",%" SCNd64 ",%" SCNd64 ",%" SCNd64 ",%" SCNd64

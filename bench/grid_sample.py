@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""F.grid_sample (padding zeros, align_corners False): tapegrad
+"""F.grid_sample (align_corners False): tapegrad
 (bench/grid_sample) against PyTorch (Debian's python3-torch), the same
 thread count, in one run.
 
     /usr/bin/python3 bench/grid_sample.py [--build build-rel] [--threads 2] [--repeat 20]
                                           [--rounds 5] [--only NAME] [--markdown FILE]
+                                          [--padding zeros|border|reflection]
 
 input (N, C, H, W) of U[-1, 1) values, grid (N, Ho, Wo, 2) of U[-1.1, 1.1)
 (bench/grid_sample.c).  Each case runs forward alone and forward + backward
@@ -45,7 +46,7 @@ def torch_child(a):
         grid.requires_grad_(True)
 
     def once():
-        y = F.grid_sample(x, grid, mode=a.mode, padding_mode="zeros", align_corners=False)
+        y = F.grid_sample(x, grid, mode=a.mode, padding_mode=a.padding, align_corners=False)
         if a.backward:
             y.sum().backward()
             x.grad = None
@@ -59,6 +60,8 @@ def main():
     for opt in ("--dtype", "--shape", "--mode"):
         ap.add_argument(opt, help=argparse.SUPPRESS)
     ap.add_argument("--backward", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--padding", default="zeros", choices=("zeros", "border", "reflection"),
+                    help="padding_mode of every case (zeros)")
     a = ap.parse_args()
     if a.torch_child:
         return torch_child(a)
@@ -68,7 +71,8 @@ def main():
         if a.only and a.only not in name:
             continue
         for bwd in (False, True):
-            args = ["--dtype", dt, "--mode", mode, "--shape", ",".join(map(str, shape))]
+            args = ["--dtype", dt, "--mode", mode, "--shape", ",".join(map(str, shape)),
+                    "--padding", a.padding]
             tm, om, rm, lo, hi = time_pair(a, __file__, ours,
                                            args + (["--backward"] if bwd else []))
             pas = "fwd+bwd" if bwd else "fwd"

@@ -38,7 +38,9 @@
  * fp32; its CPU kernel has no half types).  The forward runs the flat
  * (N, points) range over the thread pool, the backward one sample per
  * range element: each output element's and each sample's sums are in the
- * same order at any thread count. */
+ * same order at any thread count.  2-D f32 bilinear and nearest take the
+ * vectorized kernels of grid_sample_2d.h instead, which give the same
+ * bits and split the backward of a batch of one over its channels. */
 #include <assert.h>
 #include <math.h>
 #include <string.h>
@@ -63,7 +65,9 @@ typedef struct gs_job {
     void *dx;           /* backward: (N, C, in...), zeroed */
     void *dgrid;        /* backward: (N, points, ns) */
     int64_t C, in[3], in_plane, npts;
+    int64_t groups;     /* backward, 2-D f32: groups of channels per sample */
     int ns, mode, pad;
+    int level;          /* 2-D f32: the kernel of grid_sample_2d.h */
     bool align;
 } gs_job;
 
@@ -77,6 +81,7 @@ typedef struct gs_job {
 #include "ops/grid_sample_tmpl.h"
 #undef GS_T
 #undef GS_S
+#include "ops/grid_sample_2d.h"
 
 /* ---- checks: torch's grid_sampler() words ---- */
 
@@ -151,8 +156,8 @@ static int gs_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
 {
     (void)n;
     const gs_params *p = params;
-    tg_dtype dt;
-    int nd;
+    tg_dtype dt = TG_F32;
+    int nd = 0;
     int64_t shape[TG_MAX_DIMS];
     TG_TRY(gs_shape(2, in, params, &dt, &nd, shape));
     tg_tensor *x = NULL, *grid = NULL, *y = NULL;
@@ -167,8 +172,13 @@ static int gs_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
     gs_job j = job_of(x, grid, p);
     j.y = tg_tensor_data(y);
     const int64_t total = shape[0] * j.npts;
-    tg__parallel_range(total, worth_threads(&j, total, j.C), dt == TG_F64 ? gs_forward_f64
-                                                                          : gs_forward_f32, &j);
+    if (gs2_applies(&j, dt)) {
+        j.level = gs2_level();
+        tg__parallel_range(total, worth_threads(&j, total, j.C), gs2_forward, &j);
+    } else {
+        tg__parallel_range(total, worth_threads(&j, total, j.C),
+                           dt == TG_F64 ? gs_forward_f64 : gs_forward_f32, &j);
+    }
     if (ctx) {
         TG_TRY_GOTO(tg__ctx_save(ctx, in[0]));
         TG_TRY_GOTO(tg__ctx_save(ctx, in[1]));
@@ -218,8 +228,8 @@ static int gsb_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
 {
     (void)ctx, (void)n;
     const gs_params *p = params;
-    tg_dtype dt;
-    int nd;
+    tg_dtype dt = TG_F32;
+    int nd = 0;
     int64_t shape[TG_MAX_DIMS];
     TG_TRY(gs_shape(2, in + 1, params, &dt, &nd, shape));
     char s1[96], s2[96];
@@ -244,8 +254,22 @@ static int gsb_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
     j.dx = tg_tensor_data(res);
     j.dgrid = (char *)j.dx + (size_t)nx * tg_dtype_size(dt);
     const int64_t N = x->shape[0];
-    tg__parallel_range(N, worth_threads(&j, N, j.C * j.npts),
-                       dt == TG_F64 ? gs_backward_f64 : gs_backward_f32, &j);
+    if (gs2_applies(&j, dt)) {
+        /* groups of channels only when the samples are fewer than the
+         * threads; the results do not depend on them */
+        const int64_t t = tg_get_num_threads();
+        j.level = gs2_level();
+        j.groups = N >= t ? 1 : j.C < 2 * t ? j.C : 2 * t;
+        const int64_t ng = N * j.groups, np = N * j.npts;
+        if (j.groups > 0)
+            tg__parallel_range(ng, worth_threads(&j, ng, j.C / j.groups * j.npts), gs2_dinput,
+                               &j);
+        if (j.mode == TG_GRID_SAMPLE_BILINEAR)   /* nearest's d grid: the zeros */
+            tg__parallel_range(np, worth_threads(&j, np, j.C), gs2_dgrid, &j);
+    } else {
+        tg__parallel_range(N, worth_threads(&j, N, j.C * j.npts),
+                           dt == TG_F64 ? gs_backward_f64 : gs_backward_f32, &j);
+    }
     *out = res;
     res = NULL;
 done:
