@@ -206,7 +206,8 @@ static int agree(tg_dist *d, int rc, const int64_t *sig, const char *fn, const c
 {
     int differs = -1;
     TG_TRY(tg__dist_agree_sig(d, rc, 3 + TG_MAX_DIMS, sig, &differs));
-    TG_CHECK(differs != 0, TG_EINVAL, "%s: the ranks passed different %s", fn, what0);
+    TG_CHECK(differs != 0, TG_EINVAL, "%s: the ranks passed different %s", fn,
+             what0 ? what0 : "arguments");
     TG_CHECK(differs != 1, TG_EDTYPE, "%s: %s's dtype differs between the ranks", fn, arg);
     TG_CHECK(differs < 0, TG_ESHAPE, "%s: %s's shape differs between the ranks", fn, arg);
     return TG_OK;
