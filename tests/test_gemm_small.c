@@ -200,8 +200,8 @@ Test(gemm_small, agrees_with_openblas_on_both_isa_paths)
     cr_assert(eq(i64, bad, 0));
 }
 
-/* tg__gemm takes the plain loops up to TG__GEMM_SMALL_MAX and OpenBLAS
- * above: its result has tg__gemm_small's bits there. */
+/* tg__gemm and tg__gemm_par take the plain loops up to TG__GEMM_SMALL_MAX
+ * and OpenBLAS above: their results have tg__gemm_small's bits there. */
 Test(gemm_small, tg_gemm_takes_the_loops_for_small_products)
 {
     prod p;
@@ -213,6 +213,10 @@ Test(gemm_small, tg_gemm_takes_the_loops_for_small_products)
     memcpy(y, p.c, sizeof(double) * (size_t)(8 * p.ldc + 1));
     tg__gemm(TG_F64, false, true, 8, 8, 8, p.a, p.lda, p.b, p.ldb, 0.0, y, p.ldc);
     cr_assert(memcmp(x, y, sizeof(double) * (size_t)(8 * p.ldc)) == 0);
+    memcpy(y, p.c, sizeof(double) * (size_t)(8 * p.ldc + 1));
+    tg__gemm_par(TG_F64, TG_BF16_KERNEL_AUTO, false, true, 8, 8, 8, p.a, p.lda, p.b, p.ldb, 0.0,
+                 y, p.ldc);
+    cr_assert(memcmp(x, y, sizeof(double) * (size_t)(8 * p.ldc)) == 0, "tg__gemm_par");
     cr_assert(tg__gemm_small_pays(8, 8, 8));
     cr_assert(tg__gemm_small_pays(8, 8, 9) == false);
     free(x);

@@ -278,9 +278,9 @@ bool tg__bf16_gemm_pays(int64_t m, int64_t n, int64_t k);
  * OpenBLAS's own thread pool is never woken to spin beside ours. */
 void tg__gemm(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
               int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
-/* The largest m n k that tg__gemm multiplies with plain loops
- * (tg__gemm_small) rather than through OpenBLAS, whose call costs more
- * than such a product (src/core/gemm_small.c). */
+/* The largest m n k that tg__gemm and tg__gemm_par (off the bf16 kernels)
+ * multiply with plain loops (tg__gemm_small) rather than through OpenBLAS,
+ * whose call costs more than such a product (src/core/gemm_small.c). */
 #define TG__GEMM_SMALL_MAX 512
 bool tg__gemm_small_pays(int64_t m, int64_t n, int64_t k);
 /* tg__gemm's arguments, ct TG_F32 or TG_F64, on the calling thread. */
