@@ -83,7 +83,7 @@ static inline __attribute__((always_inline)) void gs2_reflect(float *r, float *m
         const float f = odd ? span - extra + lo : extra + lo, dr = odd ? -sign : sign;
         const bool l = !(f > 0), h = f >= hi;
         r[i] = l ? 0.0f : h ? hi : f;
-        m[i] = m[i] * dr * (l | h ? 0.0f : 1.0f);
+        m[i] = m[i] * dr * ((l | h) ? 0.0f : 1.0f);
         slow[i] = !(a < 2 * span);
     }
 }
@@ -161,14 +161,14 @@ static inline __attribute__((always_inline)) void gs2_coords(const gs_job *j, co
             const int32_t iy0 = (int32_t)(vy0 ? y0 : 0.0f) * W;
             const int32_t iy1 = (int32_t)(vy1 ? y1 : 0.0f) * W;
             const float w0 = fx0 * fy0, w1 = fx1 * fy0, w2 = fx0 * fy1, w3 = fx1 * fy1;
-            b->off[0][i] = vx0 & vy0 ? iy0 + ix0 : -1;
-            b->off[1][i] = vx1 & vy0 ? iy0 + ix1 : -1;
-            b->off[2][i] = vx0 & vy1 ? iy1 + ix0 : -1;
-            b->off[3][i] = vx1 & vy1 ? iy1 + ix1 : -1;
-            b->w[0][i] = vx0 & vy0 ? w0 : 0.0f;
-            b->w[1][i] = vx1 & vy0 ? w1 : 0.0f;
-            b->w[2][i] = vx0 & vy1 ? w2 : 0.0f;
-            b->w[3][i] = vx1 & vy1 ? w3 : 0.0f;
+            b->off[0][i] = (vx0 & vy0) ? iy0 + ix0 : -1;
+            b->off[1][i] = (vx1 & vy0) ? iy0 + ix1 : -1;
+            b->off[2][i] = (vx0 & vy1) ? iy1 + ix0 : -1;
+            b->off[3][i] = (vx1 & vy1) ? iy1 + ix1 : -1;
+            b->w[0][i] = (vx0 & vy0) ? w0 : 0.0f;
+            b->w[1][i] = (vx1 & vy0) ? w1 : 0.0f;
+            b->w[2][i] = (vx0 & vy1) ? w2 : 0.0f;
+            b->w[3][i] = (vx1 & vy1) ? w3 : 0.0f;
             b->fx[0][i] = fx0;
             b->fx[1][i] = fx1;
             b->fy[0][i] = fy0;
