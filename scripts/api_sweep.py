@@ -30,6 +30,7 @@ SKIP = {
     "tg_feature_stats",                        # writes d and d*d doubles
     "tg_grad", "tg_cat", "tg_stack",           # read n entries of an array
     "tg_block_diag",
+    "tg_zero_partition",                       # reads numel[0..n), writes owner[0..n)
     "tg_pad_sequence", "tg_pack_sequence",
     "tg_split", "tg_split_size", "tg_chunk", "tg_unbind",   # write cap pieces
     "tg_clip_grad_norm", "tg_clip_grad_value",
