@@ -283,11 +283,6 @@ void tg__gemm(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k, co
     TG_ASSERT(ct == TG_F32 || ct == TG_F64 || ct == TG_BF16);
     if (m <= 0 || n <= 0) return;
     const bool bf16 = ct == TG_BF16 && tg__bf16_gemm_pays(m, n, k);
-    if (!bf16 && tg__gemm_small_pays(m, n, k)) {
-        tg__gemm_small(ct == TG_F64 ? TG_F64 : TG_F32, ta, tb, m, n, k, a, lda, b, ldb, beta, c,
-                       ldc);
-        return;
-    }
     const int saved = tg__blas_single_begin();
     tg__gemm_par(ct == TG_F64 ? TG_F64 : TG_F32, bf16 ? tg_bf16_kernel_get() : TG_BF16_KERNEL_AUTO,
                  ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);

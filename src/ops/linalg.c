@@ -147,10 +147,8 @@ static tg__bf16_panels *weight_panels(const mat *m, bool b_side, tg_bf16_kernel 
     return tg__bf16_panels_get(m->t, kern, b_side, &o);
 }
 
-/* One product of a batch (or the only one): matrix k of a times matrix k of
- * b into matrix k of out, with the work buffers sa, sb, sc (NULL where not
- * needed) and the operands a_bits/pb/kern of the bf16 kernels (see
- * tg__gemm_batched). */
+/* A batch of products off the bf16 kernels: matrix k of a times matrix k
+ * of b (plus bias) into matrix k of out (see tg__gemm_batched). */
 typedef struct gemm_job {
     const mat *a, *b;
     const tg_tensor *bias;
@@ -161,20 +159,24 @@ typedef struct gemm_job {
     atomic_int rc;   /* the batch on the pool: TG_ENOMEM from a range */
 } gemm_job;
 
+/* Every row of C (M x N in dtype ct) set to the bias, to which gemm then
+ * adds A B (beta = 1). */
+static void bias_rows(const tg_tensor *bias, tg_dtype ct, int64_t M, int64_t N, void *c)
+{
+    const size_t row = (size_t)N * tg_dtype_size(ct);
+    tg__gather(bias, ct, c);
+    for (int64_t i = 1; i < M; i++) memcpy((char *)c + (size_t)i * row, c, row);
+}
+
+/* Product k of g with the work buffers sa, sb, sc (NULL where not needed). */
 static void gemm_one(const gemm_job *g, int64_t k, void *sa, void *sb, void *sc)
 {
-    const size_t es = tg_dtype_size(g->ct);
     const int64_t M = g->M, N = g->N;
     operand oa, ob;
     prepare(g->a, k, g->ct, sa, &oa);
     prepare(g->b, k, g->ct, sb, &ob);
     void *c = sc ? sc : elem_ptr(g->out, g->out->offset + k * M * N);
-    if (g->bias && M > 0) {
-        /* Every row of C starts as the bias; gemm then adds A B (beta = 1). */
-        const size_t row = (size_t)N * es;
-        tg__gather(g->bias, g->ct, c);
-        for (int64_t i = 1; i < M; i++) memcpy((char *)c + (size_t)i * row, c, row);
-    }
+    if (g->bias) bias_rows(g->bias, g->ct, M, N, c);
     /* the operands' f32 copies of bf16 values go to tg__gemm as bf16, which
      * multiplies them as bf16 where that pays, else by sgemm */
     tg__gemm(g->dt == TG_BF16 ? TG_BF16 : g->ct, oa.trans, ob.trans, M, N, g->K, oa.p, oa.ld,
@@ -267,11 +269,7 @@ int tg__gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor *bi
     if (!a_bits) prepare(a, 0, ct, sa, &oa);
     if (!pb && !b_bits) prepare(b, 0, ct, sb, &ob);
     void *c = sc ? sc : elem_ptr(out, out->offset);
-    if (bias) {
-        const size_t row = (size_t)N * tg_dtype_size(ct);
-        tg__gather(bias, ct, c);
-        for (int64_t i = 1; i < M; i++) memcpy((char *)c + (size_t)i * row, c, row);
-    }
+    if (bias) bias_rows(bias, ct, M, N, c);
     const int saved = tg__blas_single_begin();
     tg__gemm_par_bits(kern, oa.trans, ob.trans, M, N, K, oa.p, a_bits, oa.ld, ob.p, b_bits, ob.ld,
                       bias ? 1.0f : 0.0f, c, N > 1 ? N : 1, NULL, pb);
