@@ -15,13 +15,8 @@
 #include <math.h>
 
 #include "core/core.h"
+#include "ops/linalg_la.h"
 #include "tapegrad/ops.h"
-
-/* Releases ts[0..n) (NULL entries too). */
-static void release_n(tg_tensor **ts, int n)
-{
-    for (int i = 0; i < n; i++) tg_tensor_release(ts[i]);
-}
 
 /* Checks weights `what` (fweights: integral; aweights: float) against N
  * observations; non-negative, as torch's (reads their values). */
@@ -117,7 +112,7 @@ static int cov_impl(tg_tensor **out, tg_tensor *x, int64_t correction, tg_tensor
     TG_TRY_GOTO(tg_div(&t, c, nf));
     TG_TRY_GOTO(V == 1 ? tg_reshape(&r, t, 0, NULL) : tg_reshape(&r, t, 2, (int64_t[]){V, V}));
 done:
-    release_n((tg_tensor *[]){xf, in, w, awd, ws, xw, s, avg, au, d, dw, dt_, c, nf, t}, 15);
+    tg__la_release((tg_tensor *[]){xf, in, w, awd, ws, xw, s, avg, au, d, dw, dt_, c, nf, t}, 15);
     if (rc < 0) {
         tg_tensor_release(r);
         return rc;
@@ -160,7 +155,7 @@ static int corrcoef_impl(tg_tensor **out, tg_tensor *x)
     TG_TRY_GOTO(tg_div(&p, q, b));
     TG_TRY_GOTO(tg_clamp(out, p, -1, 1));
 done:
-    release_n((tg_tensor *[]){c, dg, sd, a, b, q, p}, 7);
+    tg__la_release((tg_tensor *[]){c, dg, sd, a, b, q, p}, 7);
     return rc;
 }
 
