@@ -155,12 +155,7 @@ Test(linalg_ext, eigvalsh_computes_values_alone_without_a_gradient)
 
 /* ---- gradcheck and gradgradcheck in f64 ---- */
 
-typedef struct call {
-    const char *op, *arg;
-    int n;
-    int nd[2];
-    int64_t shape[2][4];
-} call;
+typedef th_call call;
 
 /* The op's first result; lu: L and U flattened into one; lstsq: the
  * solution; cov with fweights 1, 2, 0, 3, ... */

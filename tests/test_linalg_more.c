@@ -93,12 +93,7 @@ Test(linalg_more, every_case_matches_torch)
 
 /* ---- gradcheck and gradgradcheck in f64 ---- */
 
-typedef struct call {
-    const char *op, *arg;
-    int n;
-    int nd[2];
-    int64_t shape[2][4];
-} call;
+typedef th_call call;
 
 /* lu_factor: LU; lu: L and U flattened; lu_solve: in[0] + 3 I as LU with
  * fixed pivots (row swaps 2, 3, 3 in each matrix); cholesky_solve and
@@ -169,17 +164,7 @@ static const call CHECKED[] = {
 
 Test(linalg_more, gradcheck_and_gradgradcheck_f64)
 {
-    for (size_t i = 0; i < sizeof CHECKED / sizeof *CHECKED; i++) {
-        const call *c = &CHECKED[i];
-        tg_tensor *in[2] = {NULL, NULL};
-        for (int j = 0; j < c->n; j++) {
-            uint64_t s = 500 + 7 * i + (uint64_t)j;
-            in[j] = th_rand_tensor(&s, TG_F64, c->nd[j], c->shape[j], -1, 1);
-            OK(tg_tensor_set_requires_grad(in[j], true));
-        }
-        th_expect_gradchecks(call_fn, (void *)c, c->n, in, "%s '%s'", c->op, c->arg);
-        th_release_all(c->n, in);
-    }
+    th_gradcheck_calls(CHECKED, sizeof CHECKED / sizeof *CHECKED, call_fn, 500, -1, 1);
 }
 
 /* ---- identities ---- */
