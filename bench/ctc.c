@@ -79,16 +79,10 @@ int main(int argc, char **argv)
     ctc_case c = {.backward = false};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long *dst = !strcmp(a, "--threads") ? &threads : !strcmp(a, "--repeat") ? &repeat : NULL;
-        if (!strcmp(a, "--backward")) {
-            c.backward = true;
-        } else if (dst && v) {
-            char *end;
-            *dst = strtol(v, &end, 10);
-            if (*end || end == v || *dst < 0) return usage();
-            i++;
-        } else if (!strcmp(a, "--dtype") && v && bench_parse_dtype(v, &dt)) {
-            i++;
+        const int common = bench_common_arg(argc, argv, &i, &threads, &repeat, &c.backward, &dt);
+        if (common < 0) return usage();
+        if (common > 0) {
+            continue;
         } else if (!strcmp(a, "--shape") && v) {
             have_shape = sscanf(v, "%" SCNd64 ",%" SCNd64 ",%" SCNd64 ",%" SCNd64, &T, &N, &C,
                                 &S) == 4;

@@ -63,16 +63,10 @@ int main(int argc, char **argv)
                  .backward = false};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long *dst = !strcmp(a, "--threads") ? &threads : !strcmp(a, "--repeat") ? &repeat : NULL;
-        if (!strcmp(a, "--backward")) {
-            c.backward = true;
-        } else if (dst && v) {
-            char *end;
-            *dst = strtol(v, &end, 10);
-            if (*end || end == v || *dst < 0) return usage();
-            i++;
-        } else if (!strcmp(a, "--dtype") && v && bench_parse_dtype(v, &dt)) {
-            i++;
+        const int common = bench_common_arg(argc, argv, &i, &threads, &repeat, &c.backward, &dt);
+        if (common < 0) return usage();
+        if (common > 0) {
+            continue;
         } else if (!strcmp(a, "--mode") && v) {
             c.mode = !strcmp(v, "nearest") ? TG_GRID_SAMPLE_NEAREST
                      : !strcmp(v, "bicubic") ? TG_GRID_SAMPLE_BICUBIC : TG_GRID_SAMPLE_BILINEAR;

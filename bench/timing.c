@@ -33,6 +33,24 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+int bench_common_arg(int argc, char **argv, int *i, long *threads, long *repeat, bool *backward,
+                     tg_dtype *dt)
+{
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    long *dst = !strcmp(a, "--threads") ? threads : !strcmp(a, "--repeat") ? repeat : NULL;
+    if (!strcmp(a, "--backward")) {
+        *backward = true;
+        return 1;
+    }
+    if (!dst && strcmp(a, "--dtype") != 0) return 0;
+    if (!v) return -1;
+    (*i)++;
+    if (!dst) return bench_parse_dtype(v, dt) ? 1 : -1;
+    char *end;
+    *dst = strtol(v, &end, 10);
+    return *end || end == v || *dst < 0 ? -1 : 1;
+}
+
 int bench_time_calls(void (*fn)(const void *arg), const void *arg, long repeat)
 {
     for (int i = 0; i < 3; i++) fn(arg);

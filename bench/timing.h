@@ -26,6 +26,13 @@
  * any other name. */
 bool bench_parse_dtype(const char *s, tg_dtype *dt);
 
+/* The options the benchmark programs share, at argv[*i]: --threads N,
+ * --repeat N (integers >= 0), --backward and --dtype NAME into their
+ * places, *i moved past a value.  1 when argv[*i] was one of them, 0 when
+ * it is another option, -1 for a missing or bad value. */
+int bench_common_arg(int argc, char **argv, int *i, long *threads, long *repeat, bool *backward,
+                     tg_dtype *dt);
+
 /* Calls fn(arg) three times as warmup, then times `repeat` calls and prints
  * one JSON line {"tool": "tapegrad", "median_ms": M, "threads": T}.
  * Returns 0, or 1 when out of memory. */
