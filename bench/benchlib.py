@@ -46,6 +46,25 @@ def same_blas_kernels(tool):
     return os.environ.get("OPENBLAS_CORETYPE", "unknown")
 
 
+def torch_threads(torch, n):
+    """In a PyTorch child: n threads for torch's own kernels
+    (torch.set_num_threads) and for the OpenBLAS that torch calls for its
+    GEMMs and LAPACK, which torch.set_num_threads leaves at its default
+    (every core), through openblas_set_num_threads of the library loaded in
+    this process.  Returns OpenBLAS's thread count after (None without
+    OpenBLAS)."""
+    import ctypes
+    torch.set_num_threads(n)
+    with open("/proc/self/maps") as f:
+        libs = sorted({ln.split()[-1] for ln in f if "libopenblas" in ln})
+    got = None
+    for lib in libs:
+        so = ctypes.CDLL(lib)
+        so.openblas_set_num_threads(ctypes.c_int(n))
+        got = so.openblas_get_num_threads()
+    return got
+
+
 def print_table(lines, markdown=None):
     """Prints the markdown table lines after a blank line; also writes them to
     the file markdown when given."""
@@ -132,7 +151,7 @@ def torch_fwd_bwd_child(a, make_fns):
     forward alone or, with a.backward, with a backward from a fixed U[-1, 1)
     grad_y of the output's shape and x.grad released after each pass."""
     import torch
-    torch.set_num_threads(a.threads)
+    torch_threads(torch, a.threads)
     dims = [int(v) for v in a.shape.split(",")]   # (N, C) or (N, C, d1, ...)
     n, c = dims[0], dims[1]
     dtype = getattr(torch, TORCH_DTYPES[a.dtype])

@@ -22,7 +22,8 @@ import statistics
 import sys
 import tempfile
 
-from benchlib import ROOT, find_tool, print_table, run_json, same_blas_kernels, torch_time
+from benchlib import (ROOT, find_tool, print_table, run_json, same_blas_kernels, torch_time,
+                     torch_threads)
 
 # name, op, dtype, x shape, weight shape, stride, padding, output_padding, dilation, groups
 CASES = [
@@ -96,7 +97,7 @@ def torch_child(path, backward, repeat, threads):
     import torch
     import torch.nn.functional as F
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    torch.set_num_threads(threads)
+    torch_threads(torch, threads)
     from stfile import read_safetensors
     t, meta = read_safetensors(path)
     x, w = t["x"], t["weight"]

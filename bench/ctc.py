@@ -18,7 +18,7 @@ OMP_WAIT_POLICY=passive, as bench/compare.py's.
 """
 import argparse
 
-from benchlib import add_pair_args, pair_binary, print_table, time_pair, torch_time
+from benchlib import add_pair_args, pair_binary, print_table, time_pair, torch_time, torch_threads
 
 # name, dtype, (T, N, C, S)
 CASES = [
@@ -33,7 +33,7 @@ def torch_child(a):
     """Runs in a child process: times the case in PyTorch, prints JSON."""
     import torch
     import torch.nn.functional as F
-    torch.set_num_threads(a.threads)
+    torch_threads(torch, a.threads)
     T, N, C, S = (int(v) for v in a.shape.split(","))
     dtype = {"f32": torch.float32, "f64": torch.float64}[a.dtype]
     x = (torch.rand(T, N, C, generator=torch.Generator().manual_seed(1)) * 2 - 1).to(dtype)

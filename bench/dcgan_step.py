@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import same_blas_kernels
+from benchlib import same_blas_kernels, torch_threads
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -53,7 +53,7 @@ def torch_worker(a):
     sys.path.insert(0, os.path.join(HERE, "..", "examples"))
     from dcgan_torch import Generator
 
-    torch.set_num_threads(a.threads)
+    torch_threads(torch, a.threads)
     baseline = rss_mib()   # the interpreter and torch itself, before any model
 
     class Discriminator(nn.Module):   # as in examples/dcgan/model.h

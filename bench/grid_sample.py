@@ -19,7 +19,7 @@ bench/compare.py's.
 """
 import argparse
 
-from benchlib import add_pair_args, pair_binary, print_table, time_pair, torch_time
+from benchlib import add_pair_args, pair_binary, print_table, time_pair, torch_time, torch_threads
 
 # name, dtype, mode, (N, C, H, W, Ho, Wo)
 CASES = [
@@ -35,7 +35,7 @@ def torch_child(a):
     """Runs in a child process: times the case in PyTorch, prints JSON."""
     import torch
     import torch.nn.functional as F
-    torch.set_num_threads(a.threads)
+    torch_threads(torch, a.threads)
     N, C, H, W, Ho, Wo = (int(v) for v in a.shape.split(","))
     dtype = {"f32": torch.float32, "f64": torch.float64}[a.dtype]
     gen = torch.Generator().manual_seed(1)

@@ -16,7 +16,8 @@ children run with OMP_WAIT_POLICY=passive, as bench/compare.py's.
 """
 import argparse
 
-from benchlib import TORCH_DTYPES, add_pair_args, pair_binary, print_table, time_pair, torch_time
+from benchlib import (TORCH_DTYPES, add_pair_args, pair_binary, print_table, time_pair, torch_time,
+                     torch_threads)
 
 # name, op, dtype, x shape, dim, index length (index_select / index_add; -1: x's extent)
 # or k (topk)
@@ -51,7 +52,7 @@ CASES = [
 def torch_child(a):
     """Runs in a child process: times the case in PyTorch, prints JSON."""
     import torch
-    torch.set_num_threads(a.threads)
+    torch_threads(torch, a.threads)
     shape = tuple(int(v) for v in a.shape.split(","))
     dtype = getattr(torch, TORCH_DTYPES[a.dtype])
     g = torch.Generator().manual_seed(1)

@@ -7,7 +7,7 @@ PyTorch's quantized ConvTranspose2d (engine onednn), same thread count.
                                    [--kernel auto|portable|avx2|vnni|amx]
 
 Each tapegrad figure is `tapegrad bench` on a case file (forward only); the
-PyTorch figure runs in a child process with torch.set_num_threads.  Times are
+PyTorch figure runs in a child process with benchlib.torch_threads.  Times are
 medians in ms.  Per-tensor weights (torch refuses per-channel for transposed
 conv); u8 activations.  No assertions: figures only.
 
@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import ROOT, run_json, same_blas_kernels
+from benchlib import ROOT, run_json, same_blas_kernels, torch_threads
 
 # name, x shape, weight shape, stride, padding
 LAYERS = [
@@ -66,7 +66,7 @@ def torch_child(path, repeat, threads):
     import torch
     import torch.ao.nn.quantized as nnq
     from stfile import read_safetensors
-    torch.set_num_threads(threads)
+    torch_threads(torch, threads)
     torch.backends.quantized.engine = "onednn"
     t, meta = read_safetensors(path)
     ws = float(meta["weight_scale"])

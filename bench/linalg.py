@@ -26,7 +26,7 @@ import argparse
 import math
 
 from benchlib import (add_pair_args, find_tool, pair_binary, print_table, same_blas_kernels,
-                      time_pair, torch_time)
+                      time_pair, torch_time, torch_threads)
 
 OPS = ["inv", "solve", "det", "cholesky", "eigh", "svd", "qr", "matmul"]
 # shape (B, n, n), dtypes
@@ -41,7 +41,7 @@ SHAPES = [
 def torch_child(a):
     """Runs in a child process: times the case in PyTorch, prints JSON."""
     import torch
-    torch.set_num_threads(a.threads)
+    torch_threads(torch, a.threads)
     bsz, n, _ = (int(v) for v in a.shape.split(","))
     dtype = {"f32": torch.float32, "f64": torch.float64}[a.dtype]
     g = torch.Generator().manual_seed(1)

@@ -17,7 +17,7 @@ PyTorch's children run with OMP_WAIT_POLICY=passive, as bench/compare.py's.
 """
 import argparse
 
-from benchlib import add_pair_args, pair_binary, print_table, time_pair, torch_time
+from benchlib import add_pair_args, pair_binary, print_table, time_pair, torch_time, torch_threads
 
 # name, op, dtype, x shape, kernel, stride (0: the kernel), padding, scale (adaptive_max and
 # adaptive_avg: the output size)
@@ -48,7 +48,7 @@ def torch_child(a):
     """Runs in a child process: times the case in PyTorch, prints JSON."""
     import torch
     import torch.nn.functional as F
-    torch.set_num_threads(a.threads)
+    torch_threads(torch, a.threads)
     op, dt, shape = a.op, a.dtype, tuple(int(v) for v in a.shape.split(","))
     dtype = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16}[dt]
     k, s, p = a.kernel, a.stride or None, a.padding

@@ -25,7 +25,7 @@ values of the same shape, under the causal tgt_mask.
 """
 import argparse
 
-from benchlib import add_pair_args, pair_binary, print_table, time_pair, torch_time
+from benchlib import add_pair_args, pair_binary, print_table, time_pair, torch_time, torch_threads
 
 # name, model, batch, seq, vocab, embed, hidden, layers
 CASES = [
@@ -44,7 +44,7 @@ def torch_child(a):
     """Runs in a child process: times the step in PyTorch, prints JSON."""
     import torch
     import torch.nn as nn
-    torch.set_num_threads(a.threads)
+    torch_threads(torch, a.threads)
     torch.manual_seed(1)
     b, t, v, e, h, nl = a.batch, a.seq, a.vocab, a.embed, a.hidden, a.layers
     if a.model == "decoder":
