@@ -294,6 +294,9 @@ void th_expect_same_st(const tg_st_file *x, const tg_st_file *y);
  * (line: the caller's, for the message); th_expect_refused passes it. */
 void th_refused_at(int line, int rc, int status, const char *words, const tg_tensor *y);
 #define th_expect_refused(rc, status, words, y) th_refused_at(__LINE__, rc, status, words, y)
+/* The same for a call without a tensor result: it returns status, with a
+ * message holding words. */
+#define th_expect_status(call, status, words) th_refused_at(__LINE__, (call), status, words, NULL)
 /* th_expect_refused of call, which writes its result through out_ (a
  * tg_tensor ** the macro declares, pointing at a NULL), and a check that
  * the call left no tensor memory behind. */

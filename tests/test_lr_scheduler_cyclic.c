@@ -16,12 +16,7 @@
 #include "tapegrad/lr_scheduler.h"
 #include "tapegrad/optim.h"
 
-#define REFUSED(call, words)                                                              \
-    do {                                                                                  \
-        cr_assert(eq(int, (call), TG_EINVAL), "%s", #call);                               \
-        cr_assert(strstr(tg_error_message(), (words)) != NULL, "%s: %s", #call,           \
-                  tg_error_message());                                                    \
-    } while (0)
+#define REFUSED(call, words) th_expect_status(call, TG_EINVAL, words)
 
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 

@@ -339,12 +339,7 @@ Test(lr_scheduler_more, resumed_runs_continue_bit_for_bit)
 /* ---- refusals ----------------------------------------------------------------- */
 
 /* call fails with status and a message holding words. */
-#define REFUSED_WITH(call, status, words)                                                 \
-    do {                                                                                  \
-        cr_assert(eq(int, (call), (status)), "%s", #call);                                \
-        cr_assert(strstr(tg_error_message(), (words)) != NULL, "%s: %s", #call,           \
-                  tg_error_message());                                                    \
-    } while (0)
+#define REFUSED_WITH(call, status, words) th_expect_status(call, status, words)
 #define REFUSED(call, words) REFUSED_WITH(call, TG_EINVAL, words)
 
 static double negative_at_2(int64_t e, void *user)

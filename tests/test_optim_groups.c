@@ -22,7 +22,7 @@
 /* ---- param groups ---------------------------------------------------------------- */
 
 /* call fails with status and a message holding words */
-#define REFUSED(call, status, words) th_expect_refused((call), (status), (words), NULL)
+#define REFUSED(call, status, words) th_expect_status(call, status, words)
 
 /* Adding a group is refused, with nothing changed, for a NULL optimizer,
  * the other family's call, a parameter already in a group or given twice,

@@ -21,7 +21,7 @@
 #include "tapegrad/safetensors.h"
 
 /* call fails with status and a message holding words */
-#define REFUSED(call, status, words) th_expect_refused((call), (status), (words), NULL)
+#define REFUSED(call, status, words) th_expect_status(call, status, words)
 
 /* The regression of the goldens: loss = mse(tanh(X W) v, y). */
 typedef struct problem {

@@ -19,7 +19,7 @@
 #include "tapegrad/safetensors.h"
 
 /* call fails with status and a message holding words */
-#define REFUSED(call, status, words) th_expect_refused((call), (status), (words), NULL)
+#define REFUSED(call, status, words) th_expect_status(call, status, words)
 #define OK(call) cr_assert(eq(int, (call), TG_OK), "%s: %s", #call, tg_error_message())
 
 /* The four kinds, made over n params with their INIT options changed by
