@@ -7,8 +7,9 @@
  * sample, grid points outside the input, on its edges, far out, infinite
  * and NaN, and empty tensors; the backward of a batch of one, whose d input
  * is split over the channels among the threads, gives the same bits at 1
- * and 2 threads; and the f32 kernels agree with the f64 ones.  The values
- * themselves are checked against PyTorch's in test_grid_sample.c. */
+ * and 2 threads, by the vectorized and by the general kernels; and the f32
+ * kernels agree with the f64 ones.  The values themselves are checked
+ * against PyTorch's in test_grid_sample.c. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -126,20 +127,22 @@ Test(grid_sample_kernels, batch_of_one_backward_same_bits_at_one_and_two_threads
 {
     const int threads = tg_get_num_threads();
     const int64_t patience = tg__pool_set_patience(-1);
-    for (int ns = 2; ns <= 3; ns++)
-        for (int mode = 0; mode < (ns == 2 ? 3 : 2); mode++)
-            for (int pad = 0; pad < 3; pad++) {
-                tg_tensor *r[2][3];
-                for (int t = 0; t < 2; t++) {   /* enough points to split */
-                    OK(tg_set_num_threads(t + 1));
-                    run_nd(r[t], ns, 1, 5, ns == 2 ? 70 : 30, ns == 2 ? 80 : 40, mode, pad,
-                           false, false);
+    for (int fast = 0; fast < 2; fast++)   /* the general kernels, then the vectorized */
+        for (int ns = 2; ns <= 3; ns++)
+            for (int mode = 0; mode < (ns == 2 ? 3 : 2); mode++)
+                for (int pad = 0; pad < 3; pad++) {
+                    tg_tensor *r[2][3];
+                    tg__grid_sample_set_fast(fast == 1);
+                    for (int t = 0; t < 2; t++) {   /* enough points to split */
+                        OK(tg_set_num_threads(t + 1));
+                        run_nd(r[t], ns, 1, 5, ns == 2 ? 70 : 30, ns == 2 ? 80 : 40, mode, pad,
+                               false, false);
+                    }
+                    for (int k = 0; k < 3; k++)
+                        th_expect_same_tensor_bytes("2 threads against 1", r[1][k], r[0][k]);
+                    th_release_all(3, r[0]);
+                    th_release_all(3, r[1]);
                 }
-                for (int k = 0; k < 3; k++)
-                    th_expect_same_tensor_bytes("2 threads against 1", r[1][k], r[0][k]);
-                th_release_all(3, r[0]);
-                th_release_all(3, r[1]);
-            }
     OK(tg_set_num_threads(threads));
     tg__pool_set_patience(patience);
 }
