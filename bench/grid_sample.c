@@ -7,7 +7,8 @@
  *               [--mode bilinear|nearest|bicubic] [--backward]
  *               [--padding zeros|border|reflection]
  *
- * input (N, C, H, W) of U[-1, 1) values, grid (N, Ho, Wo, 2) of U[-1.1, 1.1).
+ * input (N, C, H, W) of U[-1, 1) values, grid (N, Ho, Wo, 2) of U[-1.1, 1.1);
+ * --shape N,C,D,H,W,Do,Ho,Wo: input (N, C, D, H, W), grid (N, Do, Ho, Wo, 3).
  * With --backward input and grid require grad and a pass is the call, the
  * backward of its sum and both gradients released, as PyTorch's
  * x.grad = None.  After three passes of warmup, times R passes and prints
@@ -47,8 +48,9 @@ static void pass(const void *arg)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: grid_sample --shape N,C,H,W,Ho,Wo [--dtype f32|f64] [--threads T] "
-                    "[--repeat R] [--mode bilinear|nearest|bicubic] [--backward] "
+    fprintf(stderr, "usage: grid_sample --shape N,C,H,W,Ho,Wo|N,C,D,H,W,Do,Ho,Wo "
+                    "[--dtype f32|f64] [--threads T] [--repeat R] "
+                    "[--mode bilinear|nearest|bicubic] [--backward] "
                     "[--padding zeros|border|reflection]\n");
     return 2;
 }
@@ -56,8 +58,8 @@ static int usage(void)
 int main(int argc, char **argv)
 {
     long threads = 0, repeat = 20;
-    int64_t s[6] = {0};
-    bool have_shape = false;
+    int64_t s[8] = {0};
+    int ns = 0;   /* spatial dims: 2 or 3 */
     tg_dtype dt = TG_F32;
     gs_case c = {.mode = TG_GRID_SAMPLE_BILINEAR, .padding = TG_GRID_SAMPLE_ZEROS,
                  .backward = false};
@@ -77,22 +79,31 @@ int main(int argc, char **argv)
                                                    : TG_GRID_SAMPLE_ZEROS;
             i++;
         } else if (!strcmp(a, "--shape") && v) {
-            have_shape = sscanf(v, "%" SCNd64 ",%" SCNd64 ",%" SCNd64 ",%" SCNd64 ",%" SCNd64
-                                   ",%" SCNd64, &s[0], &s[1], &s[2], &s[3], &s[4], &s[5]) == 6;
+            const int got = sscanf(v, "%" SCNd64 ",%" SCNd64 ",%" SCNd64 ",%" SCNd64
+                                      ",%" SCNd64 ",%" SCNd64 ",%" SCNd64 ",%" SCNd64, &s[0],
+                                   &s[1], &s[2], &s[3], &s[4], &s[5], &s[6], &s[7]);
+            ns = got == 6 ? 2 : got == 8 ? 3 : 0;
             i++;
         } else {
             return usage();
         }
     }
-    if (!have_shape || repeat < 1) return usage();
-    for (int k = 0; k < 6; k++)
+    if (ns == 0 || repeat < 1) return usage();
+    for (int k = 0; k < 2 + 2 * ns; k++)
         if (s[k] < 1) return usage();
     if (threads > 0) CHECK(tg_set_num_threads((int)threads));
     tg_rng rng;
     tg_rng_init(&rng, 1);
-    CHECK(tg_tensor_zeros(&c.x, dt, 4, (int64_t[]){s[0], s[1], s[2], s[3]}));
+    /* x (N, C, in...), grid (N, out..., ns) */
+    int64_t xs[5] = {s[0], s[1]}, gs[5] = {s[0]};
+    for (int a = 0; a < ns; a++) {
+        xs[2 + a] = s[2 + a];
+        gs[1 + a] = s[2 + ns + a];
+    }
+    gs[1 + ns] = ns;
+    CHECK(tg_tensor_zeros(&c.x, dt, 2 + ns, xs));
     CHECK(tg_tensor_rand_uniform(c.x, &rng, -1.0, 1.0));
-    CHECK(tg_tensor_zeros(&c.grid, dt, 4, (int64_t[]){s[0], s[4], s[5], 2}));
+    CHECK(tg_tensor_zeros(&c.grid, dt, 2 + ns, gs));
     CHECK(tg_tensor_rand_uniform(c.grid, &rng, -1.1, 1.1));
     if (c.backward) {
         CHECK(tg_tensor_set_requires_grad(c.x, true));

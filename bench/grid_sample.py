@@ -8,7 +8,7 @@ thread count, in one run.
                                           [--padding zeros|border|reflection]
 
 input (N, C, H, W) of U[-1, 1) values, grid (N, Ho, Wo, 2) of U[-1.1, 1.1)
-(bench/grid_sample.c).  Each case runs forward alone and forward + backward
+(bench/grid_sample.c); the 5-D cases (N, C, D, H, W) and (N, Do, Ho, Wo, 3).  Each case runs forward alone and forward + backward
 of the sum (both gradients released after each pass, on both sides).  Each
 measurement is its own process; PyTorch and tapegrad alternate --rounds
 times per case and pass, each giving the median of --repeat passes.  The
@@ -21,13 +21,16 @@ import argparse
 
 from benchlib import add_pair_args, pair_binary, print_table, time_pair, torch_time, torch_threads
 
-# name, dtype, mode, (N, C, H, W, Ho, Wo)
+# name, dtype, mode, (N, C, H, W, Ho, Wo) or (N, C, D, H, W, Do, Ho, Wo)
 CASES = [
     ("STN-like", "f32", "bilinear", (8, 16, 32, 32, 32, 32)),
     ("STN-like", "f32", "nearest", (8, 16, 32, 32, 32, 32)),
     ("STN-like", "f32", "bicubic", (8, 16, 32, 32, 32, 32)),
     ("STN-like", "f64", "bilinear", (8, 16, 32, 32, 32, 32)),
     ("one image", "f32", "bilinear", (1, 3, 128, 128, 128, 128)),
+    ("one image", "f32", "bicubic", (1, 3, 128, 128, 128, 128)),
+    ("volume", "f32", "bilinear", (4, 8, 16, 16, 16, 16, 16, 16)),
+    ("volume", "f32", "nearest", (4, 8, 16, 16, 16, 16, 16, 16)),
 ]
 
 
@@ -36,11 +39,12 @@ def torch_child(a):
     import torch
     import torch.nn.functional as F
     torch_threads(torch, a.threads)
-    N, C, H, W, Ho, Wo = (int(v) for v in a.shape.split(","))
+    s = [int(v) for v in a.shape.split(",")]
+    ns = (len(s) - 2) // 2
     dtype = {"f32": torch.float32, "f64": torch.float64}[a.dtype]
     gen = torch.Generator().manual_seed(1)
-    x = (torch.rand(N, C, H, W, generator=gen) * 2 - 1).to(dtype)
-    grid = (torch.rand(N, Ho, Wo, 2, generator=gen) * 2.2 - 1.1).to(dtype)
+    x = (torch.rand(*s[:2 + ns], generator=gen) * 2 - 1).to(dtype)
+    grid = (torch.rand(s[0], *s[2 + ns:], ns, generator=gen) * 2.2 - 1.1).to(dtype)
     if a.backward:
         x.requires_grad_(True)
         grid.requires_grad_(True)
@@ -76,12 +80,14 @@ def main():
             tm, om, rm, lo, hi = time_pair(a, __file__, ours,
                                            args + (["--backward"] if bwd else []))
             pas = "fwd+bwd" if bwd else "fwd"
-            sh = "(%d, %d, %d, %d) to (%d, %d)" % shape
+            k = 2 + (len(shape) - 2) // 2
+            sh = "(%s) to (%s)" % (", ".join(map(str, shape[:k])),
+                                   ", ".join(map(str, shape[k:])))
             rows.append((name, dt, mode, sh, pas, tm, om, rm, lo, hi))
             print(f"{name:10s} {dt} {mode:8s} {sh:28s} {pas:7s} torch {tm:8.3f} ms  tapegrad "
                   f"{om:8.3f} ms  torch/tapegrad {rm:5.2f}x (rounds {lo:.2f}-{hi:.2f})",
                   flush=True)
-    lines = [f"| case | dtype | mode | (N, C, H, W) to (Ho, Wo) | pass | PyTorch ms | "
+    lines = [f"| case | dtype | mode | input to output size | pass | PyTorch ms | "
              f"tapegrad ms | PyTorch / tapegrad (range over {a.rounds} rounds) |",
              "| --- | --- | --- | --- | --- | ---: | ---: | ---: |"]
     for name, dt, mode, sh, pas, tm, om, rm, lo, hi in rows:

@@ -36,11 +36,14 @@
  * f32 and f64 in their own arithmetic; f16 and bf16 only under autocast,
  * which computes the op in f32 (torch's CPU autocast lists grid_sampler as
  * fp32; its CPU kernel has no half types).  The forward runs the flat
- * (N, points) range over the thread pool, the backward one sample per
- * range element: each output element's and each sample's sums are in the
- * same order at any thread count.  2-D f32 bilinear and nearest take the
- * vectorized kernels of grid_sample_2d.h instead, which give the same
- * bits and split the backward of a batch of one over its channels. */
+ * (N, points) range over the thread pool; the backward is two passes that
+ * each own what they write: d input by (sample, group of channels), each
+ * plane's adds in the points' order, and d grid by point, each point's sum
+ * over the channels in order, so the sums do not depend on the thread
+ * count and a batch of one uses every thread.  f32 takes the kernels of
+ * grid_sample_2d.h (2-D bilinear, nearest), grid_sample_cubic.h (bicubic)
+ * and grid_sample_3d.h (3-D) instead, vectorized, which give the same
+ * bits. */
 #include <assert.h>
 #include <math.h>
 #include <string.h>
@@ -48,8 +51,12 @@
 #include "core/core.h"
 #include "autograd/tape.h"
 #include "ops/families.h"
+#include "ops/grid_sample_internal.h"
 #include "tapegrad/ops.h"
 #include "tapegrad/pool.h"
+
+/* A kernel over [lo, hi) of its range (tg__parallel_range's body). */
+typedef void (*gs_range_fn)(void *job, int64_t lo, int64_t hi);
 
 typedef struct gs_params {
     int mode, pad;   /* tg_grid_sample_mode, tg_grid_sample_padding */
@@ -65,9 +72,9 @@ typedef struct gs_job {
     void *dx;           /* backward: (N, C, in...), zeroed */
     void *dgrid;        /* backward: (N, points, ns) */
     int64_t C, in[3], in_plane, npts;
-    int64_t groups;     /* backward, 2-D f32: groups of channels per sample */
+    int64_t groups;     /* backward: groups of channels per sample */
     int ns, mode, pad;
-    int level;          /* 2-D f32: the kernel of grid_sample_2d.h */
+    int level;          /* f32: the kernel level of grid_sample_2d.h */
     bool align;
 } gs_job;
 
@@ -82,6 +89,20 @@ typedef struct gs_job {
 #undef GS_T
 #undef GS_S
 #include "ops/grid_sample_2d.h"
+#include "ops/grid_sample_cubic.h"
+#include "ops/grid_sample_3d.h"
+
+/* Off on a thread where a test compares the vectorized kernels with the
+ * general ones (tg__grid_sample_set_fast). */
+static _Thread_local bool fast_off;
+
+void tg__grid_sample_set_fast(bool on) { fast_off = !on; }
+
+/* The vectorized kernels apply (f32, offsets in int32; not bicubic 3-D). */
+static bool gs_fast(const gs_job *j, tg_dtype dt)
+{
+    return !fast_off && (gs2_applies(j, dt) || gs3_applies(j, dt));
+}
 
 /* ---- checks: torch's grid_sampler() words ---- */
 
@@ -172,9 +193,11 @@ static int gs_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
     gs_job j = job_of(x, grid, p);
     j.y = tg_tensor_data(y);
     const int64_t total = shape[0] * j.npts;
-    if (gs2_applies(&j, dt)) {
+    if (gs_fast(&j, dt)) {
+        const bool cubic = j.mode == TG_GRID_SAMPLE_BICUBIC;
         j.level = gs2_level();
-        tg__parallel_range(total, worth_threads(&j, total, j.C), gs2_forward, &j);
+        tg__parallel_range(total, worth_threads(&j, total, j.C),
+                           j.ns == 3 ? gs3_forward : cubic ? gs2c_forward : gs2_forward, &j);
     } else {
         tg__parallel_range(total, worth_threads(&j, total, j.C),
                            dt == TG_F64 ? gs_forward_f64 : gs_forward_f32, &j);
@@ -253,23 +276,23 @@ static int gsb_forward(tg_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in
     j.g = tg_tensor_cdata(g);
     j.dx = tg_tensor_data(res);
     j.dgrid = (char *)j.dx + (size_t)nx * tg_dtype_size(dt);
-    const int64_t N = x->shape[0];
-    if (gs2_applies(&j, dt)) {
-        /* groups of channels only when the samples are fewer than the
-         * threads; the results do not depend on them */
-        const int64_t t = tg_get_num_threads();
+    /* groups of channels only when the samples are fewer than the threads;
+     * the results do not depend on them */
+    const int64_t N = x->shape[0], t = tg_get_num_threads();
+    j.groups = N >= t ? 1 : j.C < 2 * t ? j.C : 2 * t;
+    gs_range_fn dinput = dt == TG_F64 ? gs_dinput_f64 : gs_dinput_f32;
+    gs_range_fn dgrid = dt == TG_F64 ? gs_dgrid_f64 : gs_dgrid_f32;
+    if (gs_fast(&j, dt)) {
+        const bool cubic = j.mode == TG_GRID_SAMPLE_BICUBIC;
         j.level = gs2_level();
-        j.groups = N >= t ? 1 : j.C < 2 * t ? j.C : 2 * t;
-        const int64_t ng = N * j.groups, np = N * j.npts;
-        if (j.groups > 0)
-            tg__parallel_range(ng, worth_threads(&j, ng, j.C / j.groups * j.npts), gs2_dinput,
-                               &j);
-        if (j.mode == TG_GRID_SAMPLE_BILINEAR)   /* nearest's d grid: the zeros */
-            tg__parallel_range(np, worth_threads(&j, np, j.C), gs2_dgrid, &j);
-    } else {
-        tg__parallel_range(N, worth_threads(&j, N, j.C * j.npts),
-                           dt == TG_F64 ? gs_backward_f64 : gs_backward_f32, &j);
+        dinput = j.ns == 3 ? gs3_dinput : cubic ? gs2c_dinput : gs2_dinput;
+        dgrid = j.ns == 3 ? gs3_dgrid : cubic ? gs2c_dgrid : gs2_dgrid;
     }
+    const int64_t ng = N * j.groups, np = N * j.npts;
+    if (j.groups > 0)
+        tg__parallel_range(ng, worth_threads(&j, ng, j.C / j.groups * j.npts), dinput, &j);
+    if (j.mode != TG_GRID_SAMPLE_NEAREST)   /* nearest's d grid: the zeros */
+        tg__parallel_range(np, worth_threads(&j, np, j.C), dgrid, &j);
     *out = res;
     res = NULL;
 done:

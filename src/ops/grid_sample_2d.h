@@ -45,11 +45,11 @@ typedef struct gs2_block {
     float mx[GS2_B], my[GS2_B];         /* d position / d grid coordinate */
 } gs2_block;
 
-/* The fast kernels apply: 2-D f32, bilinear or nearest, offsets in int32. */
+/* The fast kernels apply: 2-D f32 (bicubic: grid_sample_cubic.h), offsets
+ * in int32. */
 static bool gs2_applies(const gs_job *j, tg_dtype dt)
 {
-    return dt == TG_F32 && j->ns == 2 && j->mode != TG_GRID_SAMPLE_BICUBIC &&
-           j->in_plane <= INT32_MAX;
+    return dt == TG_F32 && j->ns == 2 && j->in_plane <= INT32_MAX;
 }
 
 /* The widest kernel allowed and run by the CPU: 2 avx512, 1 avx2, 0 portable. */
@@ -189,15 +189,18 @@ static void gs2_coords_portable(const gs_job *j, const float *gp, int nb, gs2_bl
     gs2_coords(j, gp, nb, b);
 }
 
-/* Plane xc's values at the block's corners, weighted: yc[i] for i < nb. */
-static void gs2_chan_portable(const float *xc, float *yc, const gs2_block *b, int nk, int nb)
+/* Plane xc's values at nk corners (corner k's offsets at off + k GS2_B,
+ * weights at w + k GS2_B, as a block's), weighted: yc[i] for i < nb.  The
+ * 3-D kernels share it. */
+static void gs2_chan_portable(const float *xc, float *yc, const int32_t *off, const float *w,
+                              int nk, int nb)
 {
     for (int i = 0; i < nb; i++) {
         float acc = 0;
         for (int k = 0; k < nk; k++) {
-            const int32_t o = b->off[k][i];
+            const int32_t o = off[k * GS2_B + i];
             const float v = o >= 0 ? xc[o] : 0.0f;
-            acc += v * b->w[k][i];
+            acc += v * w[k * GS2_B + i];
         }
         yc[i] = acc;
     }
@@ -237,17 +240,18 @@ __attribute__((target("avx512f"))) static void gs2_coords_avx512(const gs_job *j
 }
 
 __attribute__((target("avx512f"))) static void gs2_chan_avx512(const float *xc, float *yc,
-                                                               const gs2_block *b, int nk, int nb)
+                                                               const int32_t *off,
+                                                               const float *w, int nk, int nb)
 {
     const __m512i zi = _mm512_setzero_si512();
     for (int i = 0; i < nb; i += 16) {
         const __mmask16 tail = nb - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nb - i)) - 1);
         __m512 acc = _mm512_setzero_ps();
         for (int k = 0; k < nk; k++) {
-            const __m512i o = _mm512_loadu_si512(b->off[k] + i);
+            const __m512i o = _mm512_loadu_si512(off + k * GS2_B + i);
             const __mmask16 in = _mm512_cmpge_epi32_mask(o, zi);
             const __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), in, o, xc, 4);
-            acc = _mm512_add_ps(acc, _mm512_mul_ps(v, _mm512_loadu_ps(b->w[k] + i)));
+            acc = _mm512_add_ps(acc, _mm512_mul_ps(v, _mm512_loadu_ps(w + k * GS2_B + i)));
         }
         _mm512_mask_storeu_ps(yc + i, tail, acc);
     }
@@ -319,11 +323,11 @@ static void gs2_forward(void *job, int64_t lo, int64_t hi)
         for (int64_t c = 0; c < C; c++, x += plane, y += P) {
 #ifdef GS2_X86
             if (j->level == 2) {
-                gs2_chan_avx512(x, y, &b, nk, nb);
+                gs2_chan_avx512(x, y, (const int32_t *)b.off, (const float *)b.w, nk, nb);
                 continue;
             }
 #endif
-            gs2_chan_portable(x, y, &b, nk, nb);
+            gs2_chan_portable(x, y, (const int32_t *)b.off, (const float *)b.w, nk, nb);
         }
         q += nb;
     }

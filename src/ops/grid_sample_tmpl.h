@@ -2,9 +2,10 @@
  * included by grid_sample.c once per type with
  *   GS_T    the type (float, double)
  *   GS_S    the suffix of the names it defines (f32, f64)
- * defining gs_forward_<S> (points [lo, hi) of the flat (N, points) range)
- * and gs_backward_<S> (samples [lo, hi)).  Every formula is torch 1.13's
- * GridSampler.h in the type's own arithmetic (see grid_sample.c's top). */
+ * defining gs_forward_<S> (points [lo, hi) of the flat (N, points) range),
+ * gs_dinput_<S> (elements of (N, groups of channels)) and gs_dgrid_<S>
+ * (points).  Every formula is torch 1.13's GridSampler.h in the type's own
+ * arithmetic (see grid_sample.c's top). */
 
 #define GS_CAT_(a, b) a##_##b
 #define GS_CAT(a, b) GS_CAT_(a, b)
@@ -214,33 +215,82 @@ static void GS_FN(gs_forward)(void *job, int64_t lo, int64_t hi)
     }
 }
 
-/* Sample n's bicubic point p: dx += taps' weights times g, and the grid
- * gradient as torch's (coefficient derivatives times the values read). */
-static void GS_FN(gs_backward_cubic)(const gs_job *j, int64_t n, int64_t p, const GS_T *src,
-                                     const GS_T *m, GS_T *dgrid)
+/* Bicubic point src's taps off[column i][row k] (torch's loop order; -1
+ * outside) and Keys's weights along x (cx) and y (cy). */
+static void GS_FN(gs_cubic_taps)(const gs_job *j, const GS_T *src, int64_t off[4][4], GS_T *cx,
+                                 GS_T *cy)
 {
-    const int64_t P = j->npts, C = j->C, plane = j->in_plane;
-    const GS_T *x = (const GS_T *)j->x + n * C * plane;
-    GS_T *dx = (GS_T *)j->dx + n * C * plane;
-    const GS_T *g = (const GS_T *)j->g + n * C * P + p;
     const GS_T x0 = (GS_T)floor((double)src[1]), y0 = (GS_T)floor((double)src[0]);
-    GS_T cx[4], cy[4], gx[4], gy[4];
     GS_FN(gs_cubic)(cx, src[1] - x0);
     GS_FN(gs_cubic)(cy, src[0] - y0);
-    GS_FN(gs_cubic_grad)(gx, src[1] - x0);
-    GS_FN(gs_cubic_grad)(gy, src[0] - y0);
-    int64_t off[4][4];   /* [column i][row k], torch's loop order */
     for (int i = 0; i < 4; i++)
         for (int k = 0; k < 4; k++)
             off[i][k] = GS_FN(gs_tap)(j, y0 - 1 + (GS_T)k, x0 - 1 + (GS_T)i);
+}
+
+/* Elements [lo, hi) of (N, groups): d input of sample n's group of
+ * channels (dx zeroed), dx[o] += g times the weight of each tap or corner
+ * read, each plane's adds in the points' order, then the taps'. */
+static void GS_FN(gs_dinput)(void *job, int64_t lo, int64_t hi)
+{
+    const gs_job *j = job;
+    const int64_t P = j->npts, C = j->C, plane = j->in_plane, G = j->groups;
+    for (int64_t e = lo; e < hi; e++) {
+        const int64_t n = e / G, c0 = e % G * C / G, c1 = (e % G + 1) * C / G;
+        GS_T *dx = (GS_T *)j->dx + n * C * plane;
+        const GS_T *g = (const GS_T *)j->g + n * C * P;
+        for (int64_t p = 0; p < P; p++) {
+            GS_T src[3], m[3];
+            GS_FN(gs_point)(j, n * P + p, src, m);
+            if (j->mode == TG_GRID_SAMPLE_BICUBIC) {
+                int64_t off[4][4];
+                GS_T cx[4], cy[4];
+                GS_FN(gs_cubic_taps)(j, src, off, cx, cy);
+                for (int64_t c = c0; c < c1; c++)
+                    for (int i = 0; i < 4; i++)
+                        for (int k = 0; k < 4; k++)
+                            if (off[i][k] >= 0)
+                                dx[c * plane + off[i][k]] += g[c * P + p] * cx[i] * cy[k];
+                continue;
+            }
+            int64_t off[8];
+            GS_T w[8], l[3];
+            const int nk = GS_FN(gs_corners)(j, src, off, w, l);
+            for (int64_t c = c0; c < c1; c++) {
+                const GS_T go = g[c * P + p];
+                if (j->mode == TG_GRID_SAMPLE_NEAREST) {
+                    if (off[0] >= 0) dx[c * plane + off[0]] += go;
+                    continue;
+                }
+                for (int k = 0; k < nk; k++)
+                    if (off[k] >= 0) dx[c * plane + off[k]] += w[k] * go;
+            }
+        }
+    }
+}
+
+/* Bicubic point q's grid gradient, as torch's: the coefficient
+ * derivatives times the values read times g, over the channels in order,
+ * then columns, then rows. */
+static void GS_FN(gs_dgrid_cubic)(const gs_job *j, int64_t q, const GS_T *src, const GS_T *m,
+                                  GS_T *dgrid)
+{
+    const int64_t P = j->npts, C = j->C, plane = j->in_plane, n = q / P, p = q % P;
+    const GS_T *x = (const GS_T *)j->x + n * C * plane;
+    const GS_T *g = (const GS_T *)j->g + n * C * P + p;
+    const GS_T x0 = (GS_T)floor((double)src[1]), y0 = (GS_T)floor((double)src[0]);
+    int64_t off[4][4];
+    GS_T cx[4], cy[4], gx[4], gy[4];
+    GS_FN(gs_cubic_taps)(j, src, off, cx, cy);
+    GS_FN(gs_cubic_grad)(gx, src[1] - x0);
+    GS_FN(gs_cubic_grad)(gy, src[0] - y0);
     GS_T sx = 0, sy = 0;
-    for (int64_t c = 0; c < C; c++, x += plane, dx += plane) {
+    for (int64_t c = 0; c < C; c++, x += plane) {
         const GS_T go = g[c * P];
         for (int i = 0; i < 4; i++)
             for (int k = 0; k < 4; k++) {
                 const int64_t o = off[i][k];
                 if (o < 0) continue;
-                dx[o] += go * cx[i] * cy[k];
                 sx -= x[o] * gx[i] * cy[k] * go;
                 sy -= x[o] * gy[k] * cx[i] * go;
             }
@@ -249,58 +299,52 @@ static void GS_FN(gs_backward_cubic)(const gs_job *j, int64_t n, int64_t p, cons
     dgrid[1] = m[0] * sy;
 }
 
-/* Samples [lo, hi): dx[n] (zeroed) and dgrid[n] from g[n], the points in
- * order, so the sums do not depend on the thread count. */
-static void GS_FN(gs_backward)(void *job, int64_t lo, int64_t hi)
+/* Points [lo, hi) of the flat (N, P) range: d grid of bilinear and bicubic
+ * (nearest's is 0: the caller leaves its zeros), each point's sums over
+ * the channels in order. */
+static void GS_FN(gs_dgrid)(void *job, int64_t lo, int64_t hi)
 {
     const gs_job *j = job;
     const int64_t P = j->npts, C = j->C, plane = j->in_plane;
     const int ns = j->ns;
-    for (int64_t n = lo; n < hi; n++)
-        for (int64_t p = 0; p < P; p++) {
-            GS_T src[3], m[3], *dgrid = (GS_T *)j->dgrid + (n * P + p) * ns;
-            GS_FN(gs_point)(j, n * P + p, src, m);
-            if (j->mode == TG_GRID_SAMPLE_BICUBIC) {
-                GS_FN(gs_backward_cubic)(j, n, p, src, m, dgrid);
-                continue;
-            }
-            int64_t off[8];
-            GS_T w[8], l[3], s[3] = {0, 0, 0}, fac[8][3];
-            const int nk = GS_FN(gs_corners)(j, src, off, w, l);
-            const GS_T *x = (const GS_T *)j->x + n * C * plane;
-            GS_T *dx = (GS_T *)j->dx + n * C * plane;
-            const GS_T *g = (const GS_T *)j->g + n * C * P + p;
-            if (j->mode == TG_GRID_SAMPLE_NEAREST) {   /* grid gradient 0, as torch */
-                for (int64_t c = 0; off[0] >= 0 && c < C; c++) dx[c * plane + off[0]] += g[c * P];
-                for (int a = 0; a < ns; a++) dgrid[a] = 0;
-                continue;
-            }
-            /* d w[k] / d src[a] = +-fac[k][a]: the other axes' factors (x's
-             * first), + for the hi corner along a, - for lo */
-            for (int k = 0; k < nk; k++)
-                for (int a = 0; a < ns; a++) {
-                    GS_T f = 1;
-                    for (int b = ns - 1; b >= 0; b--) {
-                        if (b == a) continue;
-                        const bool hb = (k >> (ns - 1 - b)) & 1;
-                        f = f * (hb ? src[b] - l[b] : l[b] + 1 - src[b]);
-                    }
-                    fac[k][a] = f;
-                }
-            for (int64_t c = 0; c < C; c++, x += plane, dx += plane) {
-                const GS_T go = g[c * P];
-                for (int k = 0; k < nk; k++) {
-                    if (off[k] < 0) continue;
-                    const GS_T v = x[off[k]];
-                    dx[off[k]] += w[k] * go;
-                    for (int a = 0; a < ns; a++) {
-                        if ((k >> (ns - 1 - a)) & 1) s[a] += v * fac[k][a] * go;
-                        else s[a] -= v * fac[k][a] * go;
-                    }
-                }
-            }
-            for (int a = 0; a < ns; a++) dgrid[ns - 1 - a] = m[a] * s[a];
+    for (int64_t q = lo; q < hi; q++) {
+        const int64_t n = q / P, p = q % P;
+        GS_T src[3], m[3], *dgrid = (GS_T *)j->dgrid + q * ns;
+        GS_FN(gs_point)(j, q, src, m);
+        if (j->mode == TG_GRID_SAMPLE_BICUBIC) {
+            GS_FN(gs_dgrid_cubic)(j, q, src, m, dgrid);
+            continue;
         }
+        int64_t off[8];
+        GS_T w[8], l[3], s[3] = {0, 0, 0}, fac[8][3];
+        const int nk = GS_FN(gs_corners)(j, src, off, w, l);
+        const GS_T *x = (const GS_T *)j->x + n * C * plane;
+        const GS_T *g = (const GS_T *)j->g + n * C * P + p;
+        /* d w[k] / d src[a] = +-fac[k][a]: the other axes' factors (x's
+         * first), + for the hi corner along a, - for lo */
+        for (int k = 0; k < nk; k++)
+            for (int a = 0; a < ns; a++) {
+                GS_T f = 1;
+                for (int b = ns - 1; b >= 0; b--) {
+                    if (b == a) continue;
+                    const bool hb = (k >> (ns - 1 - b)) & 1;
+                    f = f * (hb ? src[b] - l[b] : l[b] + 1 - src[b]);
+                }
+                fac[k][a] = f;
+            }
+        for (int64_t c = 0; c < C; c++, x += plane) {
+            const GS_T go = g[c * P];
+            for (int k = 0; k < nk; k++) {
+                if (off[k] < 0) continue;
+                const GS_T v = x[off[k]];
+                for (int a = 0; a < ns; a++) {
+                    if ((k >> (ns - 1 - a)) & 1) s[a] += v * fac[k][a] * go;
+                    else s[a] -= v * fac[k][a] * go;
+                }
+            }
+        }
+        for (int a = 0; a < ns; a++) dgrid[ns - 1 - a] = m[a] * s[a];
+    }
 }
 
 #undef GS_FN
