@@ -394,8 +394,9 @@ TG_API int tg_ddp_get_stats(const tg_ddp *ddp, tg_ddp_stats *s);
  * owners broadcast the updated parameters.  The parameters are partitioned
  * as torch 1.13's _partition_parameters does: sorted by number of elements,
  * largest first (equal sizes keep their order), each goes to the rank with
- * the fewest elements so far (the lowest such rank on a tie).  The usual
- * loop, with DDP averaging the gradients:
+ * the fewest elements so far (the lowest such rank on a tie); with param
+ * groups, group by group (tg_zero_new_groups).  The usual loop, with DDP
+ * averaging the gradients:
  *
  *   static int make_adam(tg_optimizer **out, int n, tg_tensor *const *p,
  *                        const void *opts) { return tg_adam_new(out, n, p, opts); }
