@@ -267,63 +267,62 @@ static int split(const tg_zero *z, tg_st_file *ga, tg_st_file *g, const tg_st_fi
     return TG_OK;
 }
 
+/* t, a saved hyperparameter of one row per group of z's (G, rest), into
+ * g as the local optimizer's: the rows rows[0..gl), shape (gl, rest), or
+ * (rest) for one local group. */
+static int take_rows(tg_st_file *g, const char *name, tg_tensor *t, const int *rows,
+                     int gl)
+{
+    tg_tensor *c = NULL, *u = NULL;
+    TG_TRY(tg_tensor_contiguous(&c, t));
+    const int nd = tg_tensor_ndim(c);
+    const int64_t *shape = tg_tensor_shape(c);
+    TG_ASSERT(nd >= 1 && shape[0] >= 1);
+    int64_t out_shape[TG_MAX_DIMS];
+    int ond = 0;
+    if (gl > 1) out_shape[ond++] = gl;
+    for (int d = 1; d < nd; d++) out_shape[ond++] = shape[d];
+    const size_t row = (size_t)(tg_tensor_numel(c) / shape[0]) * tg_dtype_size(tg_tensor_dtype(c));
+    char *data = tg__calloc((size_t)gl, row + 1);
+    int rc = data ? TG_OK : TG_ENOMEM;
+    for (int r = 0; rc >= 0 && r < gl; r++)
+        memcpy(data + (size_t)r * row, (const char *)tg_tensor_cdata(c) + rows[r] * row, row);
+    if (rc >= 0) rc = tg_tensor_from_data(&u, tg_tensor_dtype(c), ond, out_shape, data);
+    if (rc >= 0) rc = tg_st_set(g, name, u);
+    tg_tensor_release(u);
+    tg_tensor_release(c);
+    free(data);
+    return rc;
+}
+
 /* Into g, the local optimizer's rows of z->all's saved hyperparameters
  * (sa, one row per group of z's when it has more than one; each local
  * group is the row of its group of z's), and its groups' sizes. */
 static int local_rows(const tg_zero *z, tg_st_file *g, const tg_st_file *sa)
 {
     const int gl = tg_optimizer_param_group_count(z->opt), skip = (int)strlen(TG__ZERO_PREFIX);
-    int rows[64], sizes[64] = {0};
-    TG_CHECK(gl <= 64 || z->n_groups == 1, TG_EINVAL,
-             "zero_state_load: %d param groups on a rank; at most 64", gl);
-    for (int k = 0; k < z->n_groups; k++)
+    int *rows = tg__calloc((size_t)gl, sizeof *rows);
+    int64_t *sizes = tg__calloc((size_t)gl, sizeof *sizes);
+    int rc = rows && sizes ? TG_OK : TG_ENOMEM;
+    for (int k = 0; rc >= 0 && k < z->n_groups; k++)
         if (z->local_group[k] >= 0) rows[z->local_group[k]] = k;
-    for (int i = 0; i < z->n; i++)
-        if (z->local_index[i] >= 0) {
-            int k = 0;
-            while (i >= z->group_end[k]) k++;
-            sizes[z->local_group[k]]++;
-        }
-    for (int e = 0; e < tg_st_count(sa); e++) {
+    for (int i = 0, k = 0; rc >= 0 && i < z->n; i++) {
+        while (i >= z->group_end[k]) k++;
+        if (z->local_index[i] >= 0) sizes[z->local_group[k]]++;
+    }
+    for (int e = 0; rc >= 0 && e < tg_st_count(sa); e++) {
         const char *name = NULL;
-        tg_tensor *t = NULL, *c = NULL;
+        tg_tensor *t = NULL;
         tg_st_at(sa, e, &name, &t);
         if (!strcmp(name + skip, ".step") || !strcmp(name + skip, ".param_groups")) continue;
-        if (z->n_groups == 1) {
-            TG_TRY(tg_st_set(g, name, t));
-            continue;
-        }
-        TG_TRY(tg_tensor_contiguous(&c, t));
-        const int nd = tg_tensor_ndim(c);
-        const int64_t *shape = tg_tensor_shape(c);
-        TG_ASSERT(nd >= 1 && shape[0] == z->n_groups);
-        /* (G, rest) to (gl, rest), or to (rest) for one local group */
-        int64_t out_shape[TG_MAX_DIMS];
-        int ond = 0;
-        if (gl > 1) out_shape[ond++] = gl;
-        for (int d = 1; d < nd; d++) out_shape[ond++] = shape[d];
-        const size_t row = (size_t)(tg_tensor_numel(c) / shape[0]) *
-                           tg_dtype_size(tg_tensor_dtype(c));
-        char *data = tg__calloc((size_t)gl, row + 1);
-        int rc = data ? TG_OK : TG_ENOMEM;
-        for (int r = 0; rc >= 0 && r < gl; r++)
-            memcpy(data + (size_t)r * row, (const char *)tg_tensor_cdata(c) + rows[r] * row, row);
-        tg_tensor *u = NULL;
-        if (rc >= 0)
-            rc = tg_tensor_from_data(&u, tg_tensor_dtype(c), ond, out_shape, data);
-        if (rc >= 0) rc = tg_st_set(g, name, u);
-        tg_tensor_release(u);
-        tg_tensor_release(c);
-        free(data);
-        TG_TRY(rc);
+        rc = z->n_groups == 1 ? tg_st_set(g, name, t) : take_rows(g, name, t, rows, gl);
     }
-    if (gl == 1) return TG_OK;
-    int64_t n64[64];
-    for (int r = 0; r < gl; r++) n64[r] = sizes[r];
     tg_tensor *pg = NULL;
-    TG_TRY(tg_tensor_from_data(&pg, TG_I64, 1, (int64_t[]){gl}, n64));
-    const int rc = tg_st_set(g, TG__ZERO_PREFIX ".param_groups", pg);
+    if (rc >= 0 && gl > 1) rc = tg_tensor_from_data(&pg, TG_I64, 1, (int64_t[]){gl}, sizes);
+    if (rc >= 0 && gl > 1) rc = tg_st_set(g, TG__ZERO_PREFIX ".param_groups", pg);
     tg_tensor_release(pg);
+    free(rows);
+    free(sizes);
     return rc;
 }
 
