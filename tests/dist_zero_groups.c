@@ -388,6 +388,8 @@ void zero_group_refusals_are_every_rank_s_and_change_nothing(void)
     const tg_zero_group one_mixed[2] = {{2, flat, &o}, {4, flat + 2, &o}};
     refused(tg_zero_new_groups(&z, g_dist, 2, last ? one_mixed : two, make_sgd, add_sgd),
             TG_EINVAL, "different groups");
+    CHECK(strstr(tg_error_message(), "different parameter lists (groups") != NULL, "message: %s",
+          tg_error_message());
     CHECK(z == NULL, "a refused zero_new_groups made one");
     refused(tg_zero_new_groups(&z, g_dist, 2, two, make_sgd, last ? NULL : add_sgd), TG_EINVAL,
             "add NULL on one rank");
