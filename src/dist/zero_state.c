@@ -176,6 +176,8 @@ int tg_zero_consolidate_state_dict(tg_zero *z, int to, tg_st_file *f, const char
 {
     static const char fn[] = "zero_consolidate_state_dict";
     TG_CHECK(z != NULL, TG_EINVAL, "%s: z must not be NULL", fn);
+    TG_CHECK(!z->broken, TG_EINVAL, "%s: z ran out of memory in zero_add_param_group; it can "
+             "only be freed", fn);
     tg_dist *d = z->d;
     int rc = TG_OK;
     if (to < 0 || to >= d->size)
