@@ -31,6 +31,7 @@ SKIP = {
     "tg_grad", "tg_cat", "tg_stack",           # read n entries of an array
     "tg_block_diag",
     "tg_zero_partition",                       # reads numel[0..n), writes owner[0..n)
+    "tg_zero_partition_groups",                # reads n_params[0..n_groups) and numel
     "tg_pad_sequence", "tg_pack_sequence",
     "tg_split", "tg_split_size", "tg_chunk", "tg_unbind",   # write cap pieces
     "tg_clip_grad_norm", "tg_clip_grad_value",

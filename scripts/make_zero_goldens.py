@@ -11,6 +11,13 @@ each parameter is read from its _param_to_rank.
 
 tests/golden/zero_partition.txt, one case per line:
     <world> <n> <size_0> ... <size_{n-1}> : <owner_0> ... <owner_{n-1}>
+
+tests/golden/zero_partition_groups.txt, with param groups (each group's
+parameters given as a list of dicts with its own lr), one case per line:
+    <world> <n_groups> <n_0> ... : <size_0> ... : <owner_0> ...
+The same partition comes out of add_param_group, one group after another
+(checked here), and each rank's local optimizer holds the group's lr in
+the group's order (checked here too).
 """
 import os
 import sys
@@ -46,6 +53,65 @@ def owners(rank, world, sizes, port, out):
     dist.destroy_process_group()
 
 
+GROUP_CASES = [
+    (2, [[80, 256, 32], [16, 16, 2]]),
+    (2, [[16, 16, 2], [80, 256, 32]]),
+    (2, [[5], [12, 3], [7, 7, 1]]),
+    (2, [[100], [1, 1, 1, 1]]),
+    (3, [[10, 9], [8, 7, 6], [5, 4]]),
+    (3, [[1], [30, 4, 4, 4, 4, 4]]),
+    (4, [[16, 8], [16, 8, 4], [4, 2, 2, 1]]),
+]
+
+
+def group_owners(rank, world, groups, port, out):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    params = [[torch.nn.Parameter(torch.zeros(s)) for s in g] for g in groups]
+    flat = [p for g in params for p in g]
+    lrs = [0.1 * (k + 1) for k in range(len(groups))]
+    zero = ZeroRedundancyOptimizer([{"params": g, "lr": lr} for g, lr in zip(params, lrs)],
+                                   optimizer_class=torch.optim.SGD, lr=0.01)
+    own = [zero._param_to_rank[p] for p in flat]
+    # the same groups added one by one
+    added = ZeroRedundancyOptimizer([{"params": [torch.nn.Parameter(torch.zeros(s))
+                                                 for s in groups[0]], "lr": lrs[0]}],
+                                    optimizer_class=torch.optim.SGD, lr=0.01)
+    for g, lr in zip(groups[1:], lrs[1:]):
+        added.add_param_group({"params": [torch.nn.Parameter(torch.zeros(s)) for s in g],
+                               "lr": lr})
+    flat_added = [p for g in added.param_groups for p in g["params"]]
+    assert [added._param_to_rank[p] for p in flat_added] == own, "add_param_group differs"
+    # each rank's optimizer: every group, its lr, its parameters largest first
+    local = zero.optim.param_groups
+    assert [g["lr"] for g in local] == lrs, "local lrs"
+    for g, lg in zip(params, local):
+        mine = [p for p in g if zero._param_to_rank[p] == rank]
+        want = sorted(mine, key=lambda t: t.numel(), reverse=True)
+        assert [id(p) for p in lg["params"]] == [id(p) for p in want], "local order"
+    if rank == 0:
+        out.put(own)
+    dist.destroy_process_group()
+
+
+def write_groups(ctx):
+    lines = []
+    for k, (world, groups) in enumerate(GROUP_CASES):
+        q = ctx.Queue()
+        mp.spawn(group_owners, args=(world, groups, 29611 + k, q), nprocs=world, join=True)
+        own = q.get()
+        sizes = [s for g in groups for s in g]
+        lines.append("%d %d %s : %s : %s" % (world, len(groups),
+                                             " ".join(str(len(g)) for g in groups),
+                                             " ".join(map(str, sizes)),
+                                             " ".join(map(str, own))))
+    path = os.path.join("tests", "golden", "zero_partition_groups.txt")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("wrote", path, len(lines), "cases")
+
+
 def main():
     ctx = mp.get_context("spawn")
     lines = []
@@ -59,6 +125,7 @@ def main():
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("wrote", path, len(lines), "cases")
+    write_groups(ctx)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@
  * This file holds main, the MPI call counters, same_bits and the test of
  * tg_dist_agree; the other tests are in dist_ddp.c, dist_sync_bn.c,
  * dist_ddp_edges.c, dist_errors.c, dist_train.c, dist_ddp_compress.c,
- * dist_collectives.c and dist_zero.c (declared in dist_test.h). */
+ * dist_collectives.c, dist_zero.c and dist_zero_groups.c (declared in
+ * dist_test.h). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,6 +210,15 @@ int main(int argc, char **argv)
          zero_with_a_rank_that_owns_nothing_still_steps_and_consolidates},
         {"zero_refusals_are_every_rank_s_and_change_nothing",
          zero_refusals_are_every_rank_s_and_change_nothing},
+        {"zero_partition_with_groups_is_torch_s", zero_partition_with_groups_is_torch_s},
+        {"zero_groups_under_ddp_are_bit_identical_to_one_optimizer",
+         zero_groups_under_ddp_are_bit_identical_to_one_optimizer},
+        {"zero_add_param_group_half_way_matches_one_optimizer",
+         zero_add_param_group_half_way_matches_one_optimizer},
+        {"zero_step_closure_steps_as_step_and_ends_on_a_closure_s_error",
+         zero_step_closure_steps_as_step_and_ends_on_a_closure_s_error},
+        {"zero_group_refusals_are_every_rank_s_and_change_nothing",
+         zero_group_refusals_are_every_rank_s_and_change_nothing},
         {"broadcast_tensor_takes_every_dtype_and_strided_tensors",
          broadcast_tensor_takes_every_dtype_and_strided_tensors},
         {"sync_batchnorm_exports_as_batchnorm", sync_batchnorm_exports_as_batchnorm},

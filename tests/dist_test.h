@@ -106,6 +106,13 @@ void zero_consolidated_state_is_one_optimizer_s_and_reloads(void);
 void zero_with_a_rank_that_owns_nothing_still_steps_and_consolidates(void);
 void zero_refusals_are_every_rank_s_and_change_nothing(void);
 
+/* tests/dist_zero_groups.c: its param groups, add_param_group, closures. */
+void zero_partition_with_groups_is_torch_s(void);
+void zero_groups_under_ddp_are_bit_identical_to_one_optimizer(void);
+void zero_add_param_group_half_way_matches_one_optimizer(void);
+void zero_step_closure_steps_as_step_and_ends_on_a_closure_s_error(void);
+void zero_group_refusals_are_every_rank_s_and_change_nothing(void);
+
 /* The MLP of the DDP tests (dist_ddp.c): Linear(in, 16), tanh,
  * Linear(16, 16), tanh, Linear(16, out), initialised from seed. */
 tg_module *dist_mlp(uint64_t seed, int64_t in, int64_t out);

@@ -263,3 +263,75 @@ Test(cli_ddp, dcgan_ddp_compress_trains_near_the_uncompressed_run)
     th_expect_in(th_err, "bad value 'i8' for --ddp-compress: bf16, f16 or off");
 #undef SMALL
 }
+
+/* Whether every tensor of checkpoint a (folder) whose name starts with one
+ * of the prefixes is in checkpoint b with the same bits, and they have as
+ * many; *n: how many were compared. */
+static bool same_entries(const char *a, const char *b, const char *const *prefixes, int np,
+                         int *n)
+{
+    char pa[512], pb[512];
+    snprintf(pa, sizeof pa, "%s/checkpoint.safetensors", a);
+    snprintf(pb, sizeof pb, "%s/checkpoint.safetensors", b);
+    tg_st_file *fa = NULL, *fb = NULL;
+    cr_assert(eq(int, tg_safetensors_load(&fa, pa), TG_OK), "%s", tg_error_message());
+    cr_assert(eq(int, tg_safetensors_load(&fb, pb), TG_OK), "%s", tg_error_message());
+    bool same = tg_st_count(fa) == tg_st_count(fb);
+    *n = 0;
+    for (int e = 0; same && e < tg_st_count(fa); e++) {
+        const char *name = NULL;
+        tg_tensor *t = NULL;
+        tg_st_at(fa, e, &name, &t);
+        bool wanted = false;
+        for (int k = 0; k < np; k++) wanted |= strncmp(name, prefixes[k], strlen(prefixes[k])) == 0;
+        if (!wanted) continue;
+        const tg_tensor *u = tg_st_get(fb, name);
+        const size_t bytes = (size_t)tg_tensor_numel(t) * tg_dtype_size(tg_tensor_dtype(t));
+        same = u && tg_tensor_dtype(u) == tg_tensor_dtype(t) &&
+               tg_tensor_numel(u) == tg_tensor_numel(t) &&
+               memcmp(tg_tensor_cdata(t), tg_tensor_cdata(u), bytes) == 0;
+        if (!same) fprintf(stderr, "'%s' differs\n", name);
+        (*n)++;
+    }
+    tg_st_free(fa);
+    tg_st_free(fb);
+    return same;
+}
+
+/* dcgan --ddp --zero: each Adam's state sharded over the two ranks
+ * (tg_zero), the same steps as plain --ddp bit for bit: the checkpoints'
+ * generator, discriminator and whole optimizer states (consolidated on
+ * rank 0 under the unsharded run's keys) are equal.  That checkpoint
+ * resumes with --zero and goes on as plain --ddp resumed does.  --zero
+ * without --ddp is a usage error. */
+Test(cli_ddp, dcgan_zero_takes_the_plain_ddp_steps_bit_for_bit)
+{
+    const char *mpirun = getenv("TG_MPIRUN");
+    if (!mpirun || !mpirun[0]) cr_skip_test("built without MPI, or a sanitizer build");
+    write_train_set(24);
+    char plain[256], zero[256];
+    th_tmp_path(plain, sizeof plain, "plain");
+    th_tmp_path(zero, sizeof zero, "zero");
+#define SMALL "--data", th_tmp_dir, "--batch", "8", "--g-ch", "16", "--d-ch", "8", \
+              "--threads", "1"
+    cr_assert(eq(int, MPIRUN_DCGAN("--ddp", SMALL, "--epochs", "1", "--out", plain), 0), "%s",
+              th_err);
+    cr_assert(eq(int, MPIRUN_DCGAN("--ddp", "--zero", SMALL, "--epochs", "1", "--out", zero),
+                 0), "%s", th_err);
+    th_expect_in(th_err, "stopped after 3 steps");
+    static const char *const prefixes[] = {"gen.", "disc.", "opt_g.", "opt_d."};
+    int n = 0;
+    cr_assert(same_entries(plain, zero, prefixes, 4, &n), "--zero: the checkpoints differ");
+    cr_assert(n > 40, "only %d entries compared", n);
+    /* both resumed: --zero loads the consolidated state */
+    cr_assert(eq(int, MPIRUN_DCGAN("--ddp", SMALL, "--resume", "auto", "--epochs", "2", "--out",
+                                   plain), 0), "%s", th_err);
+    cr_assert(eq(int, MPIRUN_DCGAN("--ddp", "--zero", SMALL, "--resume", "auto", "--epochs", "2",
+                                   "--out", zero), 0), "%s", th_err);
+    th_expect_in(th_err, "stopped after 6 steps (3 this run");
+    cr_assert(same_entries(plain, zero, prefixes, 4, &n), "--zero resumed: the checkpoints "
+              "differ");
+    cr_assert(eq(int, DCGAN("--zero", SMALL, "--out", zero, "--overwrite"), 2));
+    th_expect_in(th_err, "--zero shards the optimizers' state over the ranks of --ddp");
+#undef SMALL
+}

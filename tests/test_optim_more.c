@@ -562,3 +562,67 @@ Test(optim_more, adagrad_state_exists_from_the_constructor)
     tg_optimizer_free(o);
     th_release_all(3, p);
 }
+
+/* tg_optimizer_copy_group_options (ZeroRedundancyOptimizer's
+ * _sync_param_groups): every option of one group becomes another
+ * optimizer's group's, which then steps as an optimizer made with those
+ * options; another kind, a group out of range and an amsgrad change once
+ * the group has state are refused with nothing changed. */
+Test(optim_more, copy_group_options_gives_every_option_of_a_group)
+{
+    uint64_t s = 23;
+    tg_tensor *p[3] = {th_rand_tensor(&s, TG_F32, 1, (int64_t[]){5}, -1, 1),
+                       th_rand_tensor(&s, TG_F32, 1, (int64_t[]){5}, -1, 1),
+                       th_rand_tensor(&s, TG_F32, 1, (int64_t[]){5}, -1, 1)};
+    tg_tensor *q = NULL;
+    OK(tg_tensor_clone(&q, p[2]));
+    for (int i = 0; i < 3; i++) OK(tg_tensor_set_requires_grad(p[i], true));
+    OK(tg_tensor_set_requires_grad(q, true));
+    tg_adam_opts a = TG_ADAM_OPTS_INIT, b = TG_ADAM_OPTS_INIT;
+    b.lr = 0.05, b.beta1 = 0.7, b.beta2 = 0.95, b.eps = 1e-4, b.weight_decay = 0.1;
+    b.amsgrad = true, b.maximize = true;
+    tg_optimizer *src = NULL, *dst = NULL, *want = NULL, *sgd = NULL;
+    OK(tg_adam_new(&src, 1, &p[0], &a));
+    OK(tg_adam_add_param_group(src, 1, &p[1], &b));
+    OK(tg_adam_new(&dst, 1, &p[2], &a));
+    OK(tg_adam_new(&want, 1, &q, &b));
+    OK(tg_optimizer_copy_group_options(dst, 0, src, 1));
+    static const char *const keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay",
+                                       "amsgrad", "maximize"};
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        double u = 0, v = 0;
+        OK(tg_optimizer_get_group_option(dst, 0, keys[k], &u));
+        OK(tg_optimizer_get_group_option(want, 0, keys[k], &v));
+        cr_assert(u == v, "%s: %g, want %g", keys[k], u, v);
+    }
+    for (int k = 0; k < 3; k++) {
+        const float g[5] = {0.5f - k, 0.25f * k, -1.0f, 2.0f, 0.125f};
+        tg_tensor *gp = NULL, *gq = NULL;
+        OK(tg_tensor_from_data(&gp, TG_F32, 1, (int64_t[]){5}, g));
+        OK(tg_tensor_from_data(&gq, TG_F32, 1, (int64_t[]){5}, g));
+        tg_tensor_set_grad(p[2], gp);
+        tg_tensor_set_grad(q, gq);
+        OK(tg_optimizer_step(dst));
+        OK(tg_optimizer_step(want));
+    }
+    cr_assert(memcmp(tg_tensor_cdata(p[2]), tg_tensor_cdata(q), 5 * sizeof(float)) == 0);
+    /* amsgrad off from group 0 of src: dst's group has state */
+    REFUSED(tg_optimizer_copy_group_options(dst, 0, src, 0), TG_EINVAL,
+            "amsgrad, centered or history_size of dst's group 0");
+    double lr = 0;
+    OK(tg_optimizer_get_group_option(dst, 0, "lr", &lr));
+    cr_assert(lr == b.lr, "a refused copy changed lr to %g", lr);
+    tg_sgd_opts so = TG_SGD_OPTS_INIT;
+    OK(tg_sgd_new(&sgd, 1, &p[0], &so));
+    REFUSED(tg_optimizer_copy_group_options(sgd, 0, src, 0), TG_EINVAL,
+            "dst is sgd, src adam; one kind only");
+    REFUSED(tg_optimizer_copy_group_options(dst, 1, src, 0), TG_EINVAL, "dst_group=1");
+    REFUSED(tg_optimizer_copy_group_options(dst, 0, src, 2), TG_EINVAL, "src_group=2");
+    REFUSED(tg_optimizer_copy_group_options(NULL, 0, src, 0), TG_EINVAL, "must not be NULL");
+    tg_optimizer_free(src);
+    tg_optimizer_free(dst);
+    tg_optimizer_free(want);
+    tg_optimizer_free(sgd);
+    tg_tensor_release(q);
+    th_release_all(3, p);
+}

@@ -19,7 +19,9 @@
  *
  * --ddp: data-parallel under `mpirun -np N dcgan --ddp ...` (docs/distributed.md);
  * --sync-bn with it: BatchNorm over the whole job's batch; --ddp-compress
- * bf16|f16 with it: the gradients all-reduced in that dtype.
+ * bf16|f16 with it: the gradients all-reduced in that dtype; --zero with it:
+ * each Adam's state sharded over the ranks (tg_zero), consolidated on rank 0
+ * into the checkpoint.
  * Rank 0 draws the progress, writes every file and decides when to stop and
  * save (the decision is broadcast, so all ranks take the same steps).  An
  * error on one rank is returned by every rank, and rank 0 prints it: one
@@ -94,8 +96,9 @@ static int save_checkpoint(dcgan_trainer *t, const history *h, const char *dir)
     int rc = tg_st_new(&extra);
     if (rc >= 0) rc = history_save(h, extra);
     out_path(path, sizeof path, dir, "checkpoint.safetensors");
-    /* every rank reaches both collective calls, whatever history_save gave */
+    /* every rank reaches the collective calls, whatever history_save gave */
     if (g_dist) rc = agree(rc);
+    if (rc >= 0) rc = dcgan_trainer_save_optimizers(t, extra);
     if (rc >= 0) rc = g_dist ? tg_dist_checkpoint_save(g_dist, t->ck, path, extra)
                              : tg_checkpoint_save(t->ck, path, extra);
     tg_st_free(extra);
@@ -235,6 +238,9 @@ static int resume(run *r, tg_dataset *ds, const tg_st_file *f)
     rc = agree(rc);
     if (rc >= 0) rc = dcgan_trainer_new(&r->t, &r->a->train, ds);
     if (rc >= 0) rc = tg_checkpoint_load_file(r->t->ck, f);
+    /* collective with --zero: every rank that made a trainer reaches it */
+    if (r->t && r->t->o.zero) rc = agree(rc);
+    if (rc >= 0) rc = dcgan_trainer_load_optimizers(r->t, f);
     if (rc >= 0 && r->t->step < 0)
         rc = tg_error_set(TG_EFORMAT, "the checkpoint's step=%lld must be >= 0",
                           (long long)r->t->step);

@@ -29,6 +29,10 @@ static const char usage[] =
     "                      with --ddp: all-reduce the gradients in bf16 or f16, half\n"
     "                      the bytes of f32 (PyTorch's compress hooks; default off).\n"
     "                      Not saved in the checkpoint: give it again on --resume\n"
+    "  --zero              with --ddp: shard each Adam's state over the ranks (ZeRO),\n"
+    "                      the same steps.  Not saved: give it again on --resume\n";
+/* The rest (one literal would pass the 4095 characters C guarantees). */
+static const char usage_more[] =
     "  --overwrite         start a new run even though DIR holds an earlier run's\n"
     "                      checkpoint (replaced at the first save); without it that is\n"
     "                      refused\n"
@@ -305,11 +309,12 @@ int app_opts_parse(app_opts *o, int argc, char **argv)
     defaults(o);
     const char *train_only = NULL;   /* the first training-only option given */
     /* Options are (name, value) pairs, but for the flags --help,
-     * --overwrite, --ddp, --sync-bn and --spectral-norm.  A value may not
+     * --overwrite, --ddp, --sync-bn, --zero and --spectral-norm.  A value may not
      * start with "--": that is the next option, and its own value missing. */
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage, stdout);
+            fputs(usage_more, stdout);
             return 1;
         }
         if (!train_only && training_only(argv[i])) train_only = argv[i];
@@ -320,6 +325,7 @@ int app_opts_parse(app_opts *o, int argc, char **argv)
         }
         bool *flag = !strcmp(argv[i], "--ddp")             ? &o->ddp
                      : !strcmp(argv[i], "--sync-bn")       ? &o->train.sync_bn
+                     : !strcmp(argv[i], "--zero")          ? &o->train.zero
                      : !strcmp(argv[i], "--spectral-norm") ? &o->train.arch.d_spectral_norm
                                                            : NULL;
         if (flag) {
@@ -337,6 +343,7 @@ int app_opts_parse(app_opts *o, int argc, char **argv)
         if (rc < 0) {
             report(argc, argv, i, rc, rule);
             fputs(usage, stderr);
+            fputs(usage_more, stderr);
             return -1;
         }
         for (int k = 0; k < OWN_COUNT; k++)
@@ -354,6 +361,11 @@ int app_opts_parse(app_opts *o, int argc, char **argv)
     if (o->train.sync_bn && !o->ddp) {
         fprintf(stderr, "dcgan: --sync-bn synchronises BatchNorm over the ranks of --ddp: "
                 "give both (mpirun -np N dcgan --ddp --sync-bn ...)\n");
+        return -1;
+    }
+    if (o->train.zero && !o->ddp) {
+        fprintf(stderr, "dcgan: --zero shards the optimizers' state over the ranks of --ddp: "
+                "give both (mpirun -np N dcgan --ddp --zero ...)\n");
         return -1;
     }
     if (o->train.ddp_compress != TG_F32 && !o->ddp) {

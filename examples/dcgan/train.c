@@ -14,13 +14,38 @@
 
 /* ---- construction ----------------------------------------------------------- */
 
-static int make_adam(tg_optimizer **out, tg_module *m, const dcgan_opts *o)
+static tg_adam_opts adam_opts(const dcgan_opts *o)
 {
     tg_adam_opts a = TG_ADAM_OPTS_INIT;
     a.lr = o->lr;
     a.beta1 = o->beta1;
     a.beta2 = o->beta2;
+    return a;
+}
+
+static int make_adam(tg_optimizer **out, tg_module *m, const dcgan_opts *o)
+{
+    const tg_adam_opts a = adam_opts(o);
     return tg_adam_from_module(out, m, &a);
+}
+
+/* --zero's make: Adam over one rank's share of the parameters. */
+static int zero_make_adam(tg_optimizer **out, int n, tg_tensor *const *p, const void *opts)
+{
+    return tg_adam_new(out, n, p, opts);
+}
+
+/* A ZeRO Adam over m's parameters.  Collective. */
+static int zero_adam(tg_zero **out, tg_module *m, const dcgan_opts *o)
+{
+    const tg_adam_opts a = adam_opts(o);
+    tg_tensor **p = NULL;
+    int n = 0;
+    int rc = tg_module_parameters(m, &p, &n);
+    rc = tg_dist_agree(o->dist, rc);
+    if (rc >= 0) rc = tg_zero_new(out, o->dist, n, p, zero_make_adam, &a);
+    free(p);
+    return rc;
 }
 
 static int register_slots(dcgan_trainer *t)
@@ -29,8 +54,8 @@ static int register_slots(dcgan_trainer *t)
     TRY(tg_checkpoint_add_module(ck, "gen", t->gen));
     TRY(tg_checkpoint_add_module(ck, "disc", t->disc));
     if (t->gen_ema) TRY(tg_checkpoint_add_module(ck, "gen_ema", t->gen_ema));
-    TRY(tg_checkpoint_add_optimizer(ck, "opt_g", t->opt_g));
-    TRY(tg_checkpoint_add_optimizer(ck, "opt_d", t->opt_d));
+    if (t->opt_g) TRY(tg_checkpoint_add_optimizer(ck, "opt_g", t->opt_g));
+    if (t->opt_d) TRY(tg_checkpoint_add_optimizer(ck, "opt_d", t->opt_d));
     if (t->gs_g) TRY(tg_checkpoint_add_grad_scaler(ck, "scaler_g", t->gs_g));
     if (t->gs_d) TRY(tg_checkpoint_add_grad_scaler(ck, "scaler_d", t->gs_d));
     TRY(tg_checkpoint_add_loader(ck, "loader", t->ld));
@@ -52,7 +77,27 @@ static int distribute(dcgan_trainer *t)
     tg_ddp_opts o = TG_DDP_OPTS_INIT;
     o.compress = t->o.ddp_compress;
     TRY(tg_ddp_new_module(&t->ddp_g, t->o.dist, t->gen, &o));
-    return tg_ddp_new_module(&t->ddp_d, t->o.dist, t->disc, &o);
+    TRY(tg_ddp_new_module(&t->ddp_d, t->o.dist, t->disc, &o));
+    if (!t->o.zero) return TG_OK;
+    /* after DDP's broadcast: the partition needs only the shapes, but the
+     * owners update rank 0's weights from here on */
+    TRY(zero_adam(&t->zero_g, t->gen, &t->o));
+    return zero_adam(&t->zero_d, t->disc, &t->o);
+}
+
+int dcgan_trainer_save_optimizers(dcgan_trainer *t, tg_st_file *extra)
+{
+    if (!t->zero_g) return TG_OK;
+    const bool root = tg_dist_rank(t->o.dist) == 0;
+    TRY(tg_zero_consolidate_state_dict(t->zero_g, 0, root ? extra : NULL, "opt_g"));
+    return tg_zero_consolidate_state_dict(t->zero_d, 0, root ? extra : NULL, "opt_d");
+}
+
+int dcgan_trainer_load_optimizers(dcgan_trainer *t, const tg_st_file *f)
+{
+    if (!t->zero_g) return TG_OK;
+    TRY(tg_zero_state_load(t->zero_g, f, "opt_g"));
+    return tg_zero_state_load(t->zero_d, f, "opt_d");
 }
 
 /* This rank's models, optimizers and loader (its shard of the data with
@@ -82,8 +127,10 @@ static int build(dcgan_trainer *t)
         tg_module_autocast_weights(t->gen, true);
         tg_module_autocast_weights(t->disc, true);
     }
-    TRY(make_adam(&t->opt_g, t->gen, o));
-    TRY(make_adam(&t->opt_d, t->disc, o));
+    if (!(o->dist && o->zero)) {   /* --zero: distribute makes them */
+        TRY(make_adam(&t->opt_g, t->gen, o));
+        TRY(make_adam(&t->opt_d, t->disc, o));
+    }
     TRY(tg_module_parameters(t->disc, &t->d_params, &t->n_d));
     if (o->amp == TG_F16) {
         TRY(tg_grad_scaler_new(&t->gs_g, NULL));
@@ -103,6 +150,9 @@ static int check_opts(const dcgan_opts *o, tg_dataset *ds)
     if (o->batch < 1 || o->n_critic < 1)
         return tg_error_set(TG_EINVAL, "dcgan: batch=%lld and n_critic=%d must be >= 1",
                             (long long)o->batch, o->n_critic);
+    if (o->zero && !o->dist)
+        return tg_error_set(TG_EINVAL, "dcgan: zero shards the optimizers over dist's ranks: "
+                            "give both");
     if (o->dist && o->batch % tg_dist_size(o->dist) != 0)
         return tg_error_set(TG_EINVAL, "dcgan: batch=%lld must be a multiple of the %d ranks",
                             (long long)o->batch, tg_dist_size(o->dist));
@@ -159,6 +209,8 @@ void dcgan_trainer_free(dcgan_trainer *t)
     tg_grad_scaler_free(t->gs_d);
     tg_optimizer_free(t->opt_g);
     tg_optimizer_free(t->opt_d);
+    tg_zero_free(t->zero_g);
+    tg_zero_free(t->zero_d);
     free(t->d_params);
     tg_module_release(t->gen);
     tg_module_release(t->gen_ema);
@@ -200,6 +252,7 @@ static int forward(const dcgan_trainer *t, tg_module *m, tg_tensor **y, tg_tenso
 
 typedef struct step_ctx {
     tg_optimizer *opt;
+    tg_zero *zero;        /* --zero: the optimizer instead of opt */
     tg_grad_scaler *gs;   /* NULL: plain backward + step */
     tg_module *m;
     tg_ddp *ddp;          /* NULL: one process */
@@ -209,7 +262,8 @@ typedef struct step_ctx {
 
 static step_ctx ctx_of(const dcgan_trainer *t, bool gen)
 {
-    return (step_ctx){.opt = gen ? t->opt_g : t->opt_d, .gs = gen ? t->gs_g : t->gs_d,
+    return (step_ctx){.opt = gen ? t->opt_g : t->opt_d, .zero = gen ? t->zero_g : t->zero_d,
+                      .gs = gen ? t->gs_g : t->gs_d,
                       .m = gen ? t->gen : t->disc, .ddp = gen ? t->ddp_g : t->ddp_d,
                       .dist = t->o.dist, .sync_bn = t->o.dist && t->o.sync_bn};
 }
@@ -235,7 +289,8 @@ static int cancel(const step_ctx *s, int rc)
 static int reduce(const step_ctx *s, tg_tensor *loss, int rc)
 {
     if (rc < 0) return cancel(s, rc);
-    tg_optimizer_zero_grad(s->opt);
+    if (s->zero) tg_zero_zero_grad(s->zero);
+    else tg_optimizer_zero_grad(s->opt);
     tg_tensor *scaled = loss;
     if (s->gs) rc = tg_grad_scaler_scale(s->gs, &scaled, loss);
     if (rc >= 0 && s->ddp) rc = tg_ddp_prepare(s->ddp);
@@ -249,15 +304,23 @@ static int opt_step_cb(void *user)
     return tg_optimizer_step(user);
 }
 
+/* --zero's step: collective, but every rank takes it or none, as the
+ * reduced gradients (all finite or not) are the same on every rank. */
+static int zero_step_cb(void *user)
+{
+    return tg_zero_step(user);
+}
+
 /* The optimizer step on the reduced gradients (through the scaler for
- * f16).  Its errors are this rank's alone. */
+ * f16).  Its errors are this rank's alone; with --zero every rank's. */
 static int optimize(const step_ctx *s)
 {
-    if (!s->gs) return tg_optimizer_step(s->opt);
+    if (!s->gs) return s->zero ? tg_zero_step(s->zero) : tg_optimizer_step(s->opt);
     tg_tensor **p = NULL;
     int n = 0;
     int rc = tg_module_parameters(s->m, &p, &n);
-    if (rc >= 0) rc = tg_grad_scaler_step(s->gs, n, p, opt_step_cb, s->opt, NULL);
+    if (rc >= 0 && s->zero) rc = tg_grad_scaler_step(s->gs, n, p, zero_step_cb, s->zero, NULL);
+    else if (rc >= 0) rc = tg_grad_scaler_step(s->gs, n, p, opt_step_cb, s->opt, NULL);
     if (rc >= 0) rc = tg_grad_scaler_update(s->gs);
     free(p);
     return rc;

@@ -41,6 +41,9 @@ typedef struct dcgan_opts {
     tg_dtype ddp_compress; /* with dist: the dtype the gradients are all-reduced
                             * in (tg_ddp_opts.compress; TG_F32: not compressed;
                             * not saved) */
+    bool zero;           /* with dist: each Adam's state sharded over the ranks
+                          * (tg_zero; not saved: the checkpoint holds the whole
+                          * state, consolidated on rank 0) */
     double ema;          /* in (0, 1): keep an exponential moving average of the
                           * generator with this decay (tg_averaged_model_new, its
                           * buffers averaged too), which draws the samples; 0: none */
@@ -56,7 +59,8 @@ typedef struct dcgan_trainer {
     tg_module *gen, *disc;
     tg_module *gen_ema;            /* the EMA of gen (o.ema > 0), updated after each
                                     * step and kept in eval mode; else NULL */
-    tg_optimizer *opt_g, *opt_d;
+    tg_optimizer *opt_g, *opt_d;   /* NULL with o.zero */
+    tg_zero *zero_g, *zero_d;      /* o.zero: the optimizers, sharded over the ranks */
     tg_grad_scaler *gs_g, *gs_d;   /* NULL unless amp == TG_F16 */
     tg_dataset *ds;
     tg_loader *ld;
@@ -80,6 +84,13 @@ typedef struct dcgan_trainer {
  * each step is the single-process step on the whole batch (within f32
  * rounding). */
 int dcgan_trainer_new(dcgan_trainer **out, const dcgan_opts *o, tg_dataset *ds);
+/* With o.zero, the checkpoint's optimizer state, which no slot of t->ck
+ * holds then: the two optimizers' whole states ("opt_g.*", "opt_d.*", the
+ * keys of the unsharded run's slots) gathered into extra on rank 0 (other
+ * ranks' extra is not touched), and loaded from a checkpoint file f on
+ * every rank.  Without o.zero both do nothing.  Collective. */
+int dcgan_trainer_save_optimizers(dcgan_trainer *t, tg_st_file *extra);
+int dcgan_trainer_load_optimizers(dcgan_trainer *t, const tg_st_file *f);
 void dcgan_trainer_free(dcgan_trainer *t);
 
 /* Trains on the next batch: returns 1 with the losses of that step, 0 when

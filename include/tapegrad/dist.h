@@ -394,8 +394,9 @@ TG_API int tg_ddp_get_stats(const tg_ddp *ddp, tg_ddp_stats *s);
  * owners broadcast the updated parameters.  The parameters are partitioned
  * as torch 1.13's _partition_parameters does: sorted by number of elements,
  * largest first (equal sizes keep their order), each goes to the rank with
- * the fewest elements so far (the lowest such rank on a tie).  The usual
- * loop, with DDP averaging the gradients:
+ * the fewest elements so far (the lowest such rank on a tie); with param
+ * groups, group by group (tg_zero_new_groups).  The usual loop, with DDP
+ * averaging the gradients:
  *
  *   static int make_adam(tg_optimizer **out, int n, tg_tensor *const *p,
  *                        const void *opts) { return tg_adam_new(out, n, p, opts); }
@@ -418,11 +419,32 @@ typedef struct tg_zero tg_zero;
 typedef int (*tg_zero_make_fn)(tg_optimizer **out, int n, tg_tensor *const *params,
                                const void *opts);
 
+/* Adds a param group to an optimizer that make made: params[0..n) with
+ * options opts, as tg_adam_add_param_group and the others of optim.h. */
+typedef int (*tg_zero_add_fn)(tg_optimizer *opt, int n, tg_tensor *const *params,
+                              const void *opts);
+
+/* One param group of tg_zero_new_groups (torch's {"params": ..., **opts}):
+ * params[0..n) (n >= 1, borrowed) with opts, make's and add's options
+ * struct (tg_adam_opts for tg_adam_new and tg_adam_add_param_group). */
+typedef struct tg_zero_group {
+    int n;
+    tg_tensor *const *params;
+    const void *opts;
+} tg_zero_group;
+
 /* The partition alone: owner[i] = the rank of parameter i of numel[0..n)
  * elements among world ranks, by the rule above.  TG_EINVAL for NULL
  * arrays, n < 0, world < 1 or a negative numel.  Not collective; no MPI
  * needed (also in a build without it). */
 TG_API int tg_zero_partition(int *owner, int n, const int64_t *numel, int world);
+/* The partition of n_groups param groups, group g the next n_params[g]
+ * parameters of numel (so numel has their sum): torch 1.13's rule group
+ * by group, each group sorted by numel alone, the ranks' totals carried
+ * on from one group to the next.  tg_zero_partition's errors, and
+ * TG_EINVAL for n_groups < 0 or a negative n_params[g]. */
+TG_API int tg_zero_partition_groups(int *owner, int n_groups, const int *n_params,
+                                    const int64_t *numel, int world);
 
 /* torch.distributed.optim.ZeroRedundancyOptimizer(params, optimizer_class,
  * **defaults): partitions params[0..n) (float leaves, distinct,
@@ -436,10 +458,45 @@ TG_API int tg_zero_partition(int *owner, int n, const int64_t *numel, int world)
  * tg_zero. */
 TG_API int tg_zero_new(tg_zero **out, tg_dist *d, int n, tg_tensor *const *params,
                        tg_zero_make_fn make, const void *opts);
-/* Frees z and its optimizer, releases the parameters.  Not collective. */
+/* ZeroRedundancyOptimizer([{"params": ..., **opts}, ...], optimizer_class):
+ * tg_zero_new over the param groups groups[0..n_groups) (n_groups >= 1),
+ * the parameters numbered on across the groups (group 0's first).  The
+ * partition is tg_zero_partition_groups'; this rank's optimizer has a
+ * group for each group where it owns parameters (largest first), made by
+ * make with the first such group's opts and add with the others', each
+ * with its group's hyperparameters (tg_zero_optimizer).  add may be NULL
+ * for one group.  tg_zero_new's errors, make's and add's (an add of
+ * another family: TG_EINVAL), and TG_EINVAL for a group of n < 1 or a
+ * different group layout on some rank.  Collective. */
+TG_API int tg_zero_new_groups(tg_zero **out, tg_dist *d, int n_groups,
+                              const tg_zero_group *groups, tg_zero_make_fn make,
+                              tg_zero_add_fn add);
+/* zero.add_param_group({"params": params, **opts}): appends params[0..n)
+ * as the next param group (its parameters numbered on), partitioned as
+ * torch does, the earlier parameters keeping their owners; each rank whose
+ * share of it is not empty adds it to its optimizer with add (or, having
+ * none yet, makes one with tg_zero_new's make).  Add the groups before
+ * making a learning-rate scheduler.  Every rank passes the same list and
+ * the same add.  tg_zero_new_groups' errors and TG_EINVAL for a parameter
+ * already in z; an error on any rank is every rank's, with nothing
+ * changed, except TG_ENOMEM while adding, after which z only frees.
+ * Collective. */
+TG_API int tg_zero_add_param_group(tg_zero *z, tg_zero_add_fn add, int n,
+                                   tg_tensor *const *params, const void *opts);
+/* Frees z and its optimizers, releases the parameters.  Not collective. */
 TG_API void tg_zero_free(tg_zero *z);
 
-/* zero.step(): this rank's optimizer steps its parameters (those with a
+/* torch's zero.param_groups: an optimizer over every parameter, with
+ * every param group's hyperparameters and no state (borrowed).  Give it to
+ * a learning-rate scheduler (lr_scheduler.h), or set its group options,
+ * alike on every rank: each tg_zero_step first copies each group's
+ * hyperparameters to this rank's optimizer (torch's _sync_param_groups;
+ * tg_optimizer_copy_group_options).  Never step it, nor save its state
+ * (tg_zero_consolidate_state_dict saves the whole).  NULL for NULL z. */
+TG_API tg_optimizer *tg_zero_optimizer(const tg_zero *z);
+
+/* zero.step(): this rank's optimizer takes tg_zero_optimizer's
+ * hyperparameters, then steps its parameters (those with a
  * .grad; the gradients must be the same on every rank, as DDP leaves
  * them), then every parameter is broadcast from its owner.  The gradients
  * of this rank's parameters are checked first (float, the parameter's
@@ -449,12 +506,20 @@ TG_API void tg_zero_free(tg_zero *z);
  * the ranks whose step succeeded have updated their own parameters by then;
  * nothing is broadcast.  Collective. */
 TG_API int tg_zero_step(tg_zero *z);
+/* zero.step(closure): closure(user, &loss) once on every rank, with grad
+ * mode on (it typically zeroes the gradients, runs the forward and, under
+ * DDP, the backward), then tg_zero_step.  *loss (may be NULL): this rank's
+ * loss, torch's return value.  A closure's negative status on any rank
+ * ends the step on every rank with it (no parameter changes); TG_EINVAL
+ * for a NULL closure.  A local L-BFGS is refused as by tg_zero_step.
+ * Collective. */
+TG_API int tg_zero_step_closure(tg_zero *z, tg_closure_fn closure, void *user, double *loss);
 /* Releases the .grad of every parameter (not only this rank's), as
  * tg_optimizer_zero_grad.  NULL does nothing. */
 TG_API void tg_zero_zero_grad(tg_zero *z);
-/* Learning rate of this rank's optimizer (set it on every rank alike);
- * tg_optimizer_set_lr's rules.  A rank without an optimizer keeps the
- * value for none. */
+/* Learning rate of every param group (tg_zero_optimizer's, and this
+ * rank's optimizer's); set it on every rank alike;
+ * tg_optimizer_set_lr's rules. */
 TG_API int tg_zero_set_lr(tg_zero *z, double lr);
 
 /* The rank that owns parameter i, -1 for i out of range or NULL z. */

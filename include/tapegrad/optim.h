@@ -404,6 +404,17 @@ TG_API int tg_optimizer_get_group_option(const tg_optimizer *opt, int group, con
 TG_API int tg_optimizer_set_group_option(tg_optimizer *opt, int group, const char *name,
                                          double value);
 
+/* dst's param group dst_group takes every hyperparameter of src's group
+ * src_group (lr and the options above; not the parameters, nor their
+ * state), as ZeroRedundancyOptimizer's _sync_param_groups copies a param
+ * group's keys.  src and dst are of one kind (Adam and AdamW are two).
+ * TG_EINVAL for NULL optimizers, a group out of range, another kind, and a
+ * change of amsgrad, centered or history_size once a parameter of dst's
+ * group has state (tg_optimizer_set_group_option's rule); on error nothing
+ * is changed. */
+TG_API int tg_optimizer_copy_group_options(tg_optimizer *dst, int dst_group,
+                                           const tg_optimizer *src, int src_group);
+
 /* One update of every parameter whose .grad is set (others are skipped),
  * with grad mode off; writes the parameters in place and bumps their
  * versions.  TG_ESHAPE when a gradient's shape differs from its parameter's

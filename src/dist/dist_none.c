@@ -203,3 +203,25 @@ int tg_zero_state_load(tg_zero *z, const tg_st_file *f, const char *prefix)
     (void)z, (void)f, (void)prefix;
     return NO_MPI("zero_state_load");
 }
+
+int tg_zero_new_groups(tg_zero **out, tg_dist *d, int n_groups, const tg_zero_group *groups,
+                       tg_zero_make_fn make, tg_zero_add_fn add)
+{
+    (void)out, (void)d, (void)n_groups, (void)groups, (void)make, (void)add;
+    return NO_MPI("zero_new");
+}
+
+int tg_zero_add_param_group(tg_zero *z, tg_zero_add_fn add, int n, tg_tensor *const *params,
+                            const void *opts)
+{
+    (void)z, (void)add, (void)n, (void)params, (void)opts;
+    return NO_MPI("zero_add_param_group");
+}
+
+int tg_zero_step_closure(tg_zero *z, tg_closure_fn closure, void *user, double *loss)
+{
+    (void)z, (void)closure, (void)user, (void)loss;
+    return NO_MPI("zero_step_closure");
+}
+
+tg_optimizer *tg_zero_optimizer(const tg_zero *z) { return (void)z, NULL; }

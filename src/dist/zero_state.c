@@ -5,15 +5,15 @@
  * Each rank's optimizer saves its state (tg_optimizer_state_save) under
  * TG__ZERO_PREFIX; the entries of its parameter k ("zero.<k>.<name>") are
  * renamed to the index i of that parameter in tg_zero_new's list
- * ("<i>.<name>"), the others (step, hyperparameters, kind) keep their
- * names.  The entries travel to the root packed in one buffer per rank
- * (MPI_Gatherv); the root takes the entries without an index from the
- * lowest rank that has an optimizer, and each rank's parameters' (a rank
- * packs those it owns only).
+ * ("<i>.<name>") and travel to the root packed in one buffer per rank
+ * (MPI_Gatherv).  The rest, the step and the param groups'
+ * hyperparameters, the root takes from z->all (torch's zero.param_groups)
+ * and z->steps.  Loading goes the other way: z->all takes the
+ * hyperparameters, and the local optimizer its parameters' state and the
+ * rows of its own groups.
  *
  * A packed entry: 'T', u32 name length, name, i32 dtype, i32 ndim, i64
- * shape[ndim], the elements; or 'M', u32 key length, key, u32 value
- * length, value (metadata). */
+ * shape[ndim], the elements. */
 #include <ctype.h>
 #include <limits.h>
 #include <stdio.h>
@@ -83,8 +83,8 @@ static int pack(const tg_zero *z, buf *b)
         tg_tensor *t = NULL, *c = NULL;
         tg_st_at(f, e, &key, &t);
         const long k = index_of(key + skip, &rest);
-        if (k >= 0) snprintf(name, sizeof name, "%d.%s", global[k], rest);
-        else snprintf(name, sizeof name, "%s", key + skip);
+        if (k < 0) continue;   /* the step and hyperparameters: the root's z->all */
+        snprintf(name, sizeof name, "%d.%s", global[k], rest);
         rc = tg_tensor_contiguous(&c, t);
         if (rc < 0) break;
         const int32_t dt = (int32_t)tg_tensor_dtype(c), nd = tg_tensor_ndim(c);
@@ -95,14 +95,6 @@ static int pack(const tg_zero *z, buf *b)
         put(b, tg_tensor_shape(c), sizeof(int64_t) * (size_t)nd);
         put(b, tg_tensor_cdata(c), (size_t)tg_tensor_numel(c) * tg_dtype_size(dt));
         tg_tensor_release(c);
-    }
-    for (int e = 0; rc >= 0 && e < tg_st_meta_count(f); e++) {
-        const char *key = NULL, *value = NULL;
-        tg_st_meta_at(f, e, &key, &value);
-        if (strncmp(key, TG__ZERO_PREFIX ".", skip) != 0) continue;
-        put(b, "M", 1);
-        put_str(b, key + skip);
-        put_str(b, value);
     }
     if (rc >= 0 && b->oom) rc = TG_ENOMEM;
     tg_st_free(f);
@@ -132,25 +124,17 @@ static bool take_str(reader *r, char *s, size_t cap)
     return true;
 }
 
-/* Adds a rank's entries from its packed bytes to f under prefix: those
- * without a parameter index (and the metadata) when plain, and those of
- * its parameters. */
-static int unpack(tg_st_file *f, const char *prefix, const char *p, size_t n, bool plain)
+/* Adds a rank's entries from its packed bytes (its parameters' state) to
+ * f under prefix. */
+static int unpack(tg_st_file *f, const char *prefix, const char *p, size_t n)
 {
     reader r = {p, p + n};
-    char name[512], value[512], key[1024];
+    char name[512], key[1024];
     while (r.p < r.end) {
         char tag = 0;
-        take(&r, &tag, 1);
-        if (!take_str(&r, name, sizeof name)) return TG_EFORMAT;
-        const char *rest = NULL;
-        const long k = index_of(name, &rest);
+        if (!take(&r, &tag, 1) || tag != 'T' || !take_str(&r, name, sizeof name))
+            return TG_EFORMAT;
         snprintf(key, sizeof key, "%s.%s", prefix, name);
-        if (tag == 'M') {
-            if (!take_str(&r, value, sizeof value)) return TG_EFORMAT;
-            if (plain) TG_TRY(tg_st_meta_set(f, key, value));
-            continue;
-        }
         int32_t dt = 0, nd = 0;
         int64_t shape[TG_MAX_DIMS] = {0};
         if (!take(&r, &dt, sizeof dt) || !take(&r, &nd, sizeof nd) || nd < 0 ||
@@ -160,29 +144,31 @@ static int unpack(tg_st_file *f, const char *prefix, const char *p, size_t n, bo
         for (int i = 0; i < nd; i++) numel *= shape[i];
         const size_t bytes = (size_t)numel * tg_dtype_size((tg_dtype)dt);
         if ((size_t)(r.end - r.p) < bytes) return TG_EFORMAT;
-        if (plain || k >= 0) {
-            tg_tensor *t = NULL;
-            TG_TRY(tg_tensor_from_data(&t, (tg_dtype)dt, nd, shape, r.p));
-            const int rc = tg_st_set(f, key, t);
-            tg_tensor_release(t);
-            TG_TRY(rc);
-        }
+        tg_tensor *t = NULL;
+        TG_TRY(tg_tensor_from_data(&t, (tg_dtype)dt, nd, shape, r.p));
+        const int rc = tg_st_set(f, key, t);
+        tg_tensor_release(t);
+        TG_TRY(rc);
         r.p += bytes;
     }
     return TG_OK;
 }
 
-/* The root's part: every rank's packed state (all, at offsets
- * off[0..size]) into f under prefix. */
+/* The root's part: z->all's hyperparameters, z's step, and every rank's
+ * packed state (all, at offsets off[0..size]) into f under prefix. */
 static int merge(const tg_zero *z, tg_st_file *f, const char *prefix, const char *all,
                  const int *off)
 {
-    bool plain = true;
-    for (int r = 0; r < z->d->size; r++) {
-        if (off[r + 1] == off[r]) continue;   /* a rank without an optimizer */
-        TG_TRY(unpack(f, prefix, all + off[r], (size_t)(off[r + 1] - off[r]), plain));
-        plain = false;
-    }
+    TG_TRY(tg_optimizer_state_save(z->all, f, prefix));
+    char key[512];
+    snprintf(key, sizeof key, "%s.step", prefix);
+    tg_tensor *step = NULL;
+    TG_TRY(tg_tensor_scalar(&step, TG_I64, (double)z->steps));
+    const int rc = tg_st_set(f, key, step);
+    tg_tensor_release(step);
+    TG_TRY(rc);
+    for (int r = 0; r < z->d->size; r++)
+        TG_TRY(unpack(f, prefix, all + off[r], (size_t)(off[r + 1] - off[r])));
     return TG_OK;
 }
 
@@ -190,6 +176,8 @@ int tg_zero_consolidate_state_dict(tg_zero *z, int to, tg_st_file *f, const char
 {
     static const char fn[] = "zero_consolidate_state_dict";
     TG_CHECK(z != NULL, TG_EINVAL, "%s: z must not be NULL", fn);
+    TG_CHECK(!z->broken, TG_EINVAL, "%s: z ran out of memory in zero_add_param_group; it can "
+             "only be freed", fn);
     tg_dist *d = z->d;
     int rc = TG_OK;
     if (to < 0 || to >= d->size)
@@ -236,42 +224,135 @@ int tg_zero_consolidate_state_dict(tg_zero *z, int to, tg_st_file *f, const char
     return rc;
 }
 
-/* This rank's part of f (prefix) into g under TG__ZERO_PREFIX, its
- * parameters renumbered as its optimizer's. */
-static int shard(const tg_zero *z, tg_st_file *g, const tg_st_file *f, const char *prefix)
+/* Whether name is under prefix ("prefix.<rest>"); *rest after the dot. */
+static bool under(const char *name, const char *prefix, const char **rest)
+{
+    const size_t np = strlen(prefix);
+    if (strncmp(name, prefix, np) != 0 || name[np] != '.') return false;
+    *rest = name + np + 1;
+    return true;
+}
+
+/* The entries of f under prefix without a parameter index (the step, the
+ * hyperparameters, the metadata) into ga under TG__ZERO_PREFIX, for z->all;
+ * and this rank's parameters' entries into g, renumbered as its
+ * optimizer's. */
+static int split(const tg_zero *z, tg_st_file *ga, tg_st_file *g, const tg_st_file *f,
+                 const char *prefix)
 {
     static const char fn[] = "zero_state_load";
-    const size_t np = strlen(prefix);
     char key[1024];
     for (int e = 0; e < tg_st_count(f); e++) {
-        const char *name = NULL, *rest = NULL;
+        const char *name = NULL, *rest = NULL, *tail = NULL;
         tg_tensor *t = NULL;
         tg_st_at(f, e, &name, &t);
-        if (strncmp(name, prefix, np) != 0 || name[np] != '.') continue;
-        const long i = index_of(name + np + 1, &rest);
+        if (!under(name, prefix, &rest)) continue;
+        const long i = index_of(rest, &tail);
         TG_CHECK(i < z->n, TG_EINVAL, "%s: '%s' is the state of parameter %ld; there are %d",
                  fn, name, i, z->n);
-        if (i >= 0 && z->local_index[i] < 0) continue;
-        if (i >= 0) snprintf(key, sizeof key, TG__ZERO_PREFIX ".%d.%s", z->local_index[i], rest);
-        else snprintf(key, sizeof key, TG__ZERO_PREFIX ".%s", name + np + 1);
-        TG_TRY(tg_st_set(g, key, t));
+        if (i < 0) {
+            snprintf(key, sizeof key, TG__ZERO_PREFIX ".%s", rest);
+            TG_TRY(tg_st_set(ga, key, t));
+        } else if (z->local_index[i] >= 0) {
+            snprintf(key, sizeof key, TG__ZERO_PREFIX ".%d.%s", z->local_index[i], tail);
+            TG_TRY(tg_st_set(g, key, t));
+        }
     }
     for (int e = 0; e < tg_st_meta_count(f); e++) {
-        const char *name = NULL, *value = NULL;
+        const char *name = NULL, *value = NULL, *rest = NULL;
         tg_st_meta_at(f, e, &name, &value);
-        if (strncmp(name, prefix, np) != 0 || name[np] != '.') continue;
-        snprintf(key, sizeof key, TG__ZERO_PREFIX ".%s", name + np + 1);
+        if (!under(name, prefix, &rest)) continue;
+        snprintf(key, sizeof key, TG__ZERO_PREFIX ".%s", rest);
+        TG_TRY(tg_st_meta_set(ga, key, value));
         TG_TRY(tg_st_meta_set(g, key, value));
     }
     return TG_OK;
 }
 
+/* t, a saved hyperparameter of one row per group of z's (G, rest), into
+ * g as the local optimizer's: the rows rows[0..gl), shape (gl, rest), or
+ * (rest) for one local group. */
+static int take_rows(tg_st_file *g, const char *name, tg_tensor *t, const int *rows,
+                     int gl)
+{
+    tg_tensor *c = NULL, *u = NULL;
+    TG_TRY(tg_tensor_contiguous(&c, t));
+    const int nd = tg_tensor_ndim(c);
+    const int64_t *shape = tg_tensor_shape(c);
+    TG_ASSERT(nd >= 1 && shape[0] >= 1);
+    int64_t out_shape[TG_MAX_DIMS];
+    int ond = 0;
+    if (gl > 1) out_shape[ond++] = gl;
+    for (int d = 1; d < nd; d++) out_shape[ond++] = shape[d];
+    const size_t row = (size_t)(tg_tensor_numel(c) / shape[0]) * tg_dtype_size(tg_tensor_dtype(c));
+    char *data = tg__calloc((size_t)gl, row + 1);
+    int rc = data ? TG_OK : TG_ENOMEM;
+    for (int r = 0; rc >= 0 && r < gl; r++)
+        memcpy(data + (size_t)r * row, (const char *)tg_tensor_cdata(c) + rows[r] * row, row);
+    if (rc >= 0) rc = tg_tensor_from_data(&u, tg_tensor_dtype(c), ond, out_shape, data);
+    if (rc >= 0) rc = tg_st_set(g, name, u);
+    tg_tensor_release(u);
+    tg_tensor_release(c);
+    free(data);
+    return rc;
+}
+
+/* Into g, the local optimizer's rows of z->all's saved hyperparameters
+ * (sa, one row per group of z's when it has more than one; each local
+ * group is the row of its group of z's), and its groups' sizes. */
+static int local_rows(const tg_zero *z, tg_st_file *g, const tg_st_file *sa)
+{
+    const int gl = tg_optimizer_param_group_count(z->opt), skip = (int)strlen(TG__ZERO_PREFIX);
+    int *rows = tg__calloc((size_t)gl, sizeof *rows);
+    int64_t *sizes = tg__calloc((size_t)gl, sizeof *sizes);
+    int rc = rows && sizes ? TG_OK : TG_ENOMEM;
+    for (int k = 0; rc >= 0 && k < z->n_groups; k++)
+        if (z->local_group[k] >= 0) rows[z->local_group[k]] = k;
+    for (int i = 0, k = 0; rc >= 0 && i < z->n; i++) {
+        while (i >= z->group_end[k]) k++;
+        if (z->local_index[i] >= 0) sizes[z->local_group[k]]++;
+    }
+    for (int e = 0; rc >= 0 && e < tg_st_count(sa); e++) {
+        const char *name = NULL;
+        tg_tensor *t = NULL;
+        tg_st_at(sa, e, &name, &t);
+        if (!strcmp(name + skip, ".step") || !strcmp(name + skip, ".param_groups")) continue;
+        rc = z->n_groups == 1 ? tg_st_set(g, name, t) : take_rows(g, name, t, rows, gl);
+    }
+    tg_tensor *pg = NULL;
+    if (rc >= 0 && gl > 1) rc = tg_tensor_from_data(&pg, TG_I64, 1, (int64_t[]){gl}, sizes);
+    if (rc >= 0 && gl > 1) rc = tg_st_set(g, TG__ZERO_PREFIX ".param_groups", pg);
+    tg_tensor_release(pg);
+    free(rows);
+    free(sizes);
+    return rc;
+}
+
+/* Loads ga into z->all, then g (with the step and z->all's rows) into the
+ * local optimizer. */
+static int load(tg_zero *z, tg_st_file *ga, tg_st_file *g)
+{
+    TG_TRY(tg_optimizer_state_load(z->all, ga, TG__ZERO_PREFIX));
+    if (!z->opt) return TG_OK;
+    tg_st_file *sa = NULL;
+    TG_TRY(tg_st_new(&sa));
+    int rc = tg_optimizer_state_save(z->all, sa, TG__ZERO_PREFIX);
+    if (rc >= 0) rc = local_rows(z, g, sa);
+    if (rc >= 0) rc = tg_st_set(g, TG__ZERO_PREFIX ".step", tg_st_get(ga, TG__ZERO_PREFIX ".step"));
+    if (rc >= 0) rc = tg_optimizer_state_load(z->opt, g, TG__ZERO_PREFIX);
+    tg_st_free(sa);
+    return rc;
+}
+
 int tg_zero_state_load(tg_zero *z, const tg_st_file *f, const char *prefix)
 {
     TG_CHECK(z != NULL, TG_EINVAL, "zero_state_load: z must not be NULL");
-    tg_st_file *g = NULL, *backup = NULL;
+    tg_st_file *ga = NULL, *g = NULL, *back_all = NULL, *back = NULL;
     int rc = f && prefix ? TG_OK
                          : tg__error(TG_EINVAL, "zero_state_load: f and prefix must not be NULL");
+    if (rc >= 0 && z->broken)
+        rc = tg__error(TG_EINVAL, "zero_state_load: z ran out of memory in "
+                                  "zero_add_param_group; it can only be freed");
     const tg_tensor *step = NULL;
     char key[512];
     if (rc >= 0) {
@@ -279,21 +360,28 @@ int tg_zero_state_load(tg_zero *z, const tg_st_file *f, const char *prefix)
         step = tg_st_get(f, key);
         if (!step) rc = tg__error(TG_ENOTFOUND, "zero_state_load: '%s' is missing", key);
     }
+    if (rc >= 0) rc = tg_st_new(&ga);
     if (rc >= 0) rc = tg_st_new(&g);
-    if (rc >= 0) rc = tg_st_new(&backup);
-    if (rc >= 0) rc = shard(z, g, f, prefix);
-    /* a copy of the state now, to put back when another rank fails */
-    if (rc >= 0 && z->opt) rc = tg_optimizer_state_save(z->opt, backup, TG__ZERO_PREFIX);
-    if (rc >= 0 && z->opt) rc = tg_optimizer_state_load(z->opt, g, TG__ZERO_PREFIX);
-    const int mine = rc;
+    if (rc >= 0) rc = tg_st_new(&back_all);
+    if (rc >= 0) rc = tg_st_new(&back);
+    if (rc >= 0) rc = split(z, ga, g, f, prefix);
+    /* copies of the state now, to put back when this or another rank fails */
+    if (rc >= 0) rc = tg_optimizer_state_save(z->all, back_all, TG__ZERO_PREFIX);
+    if (rc >= 0 && z->opt) rc = tg_optimizer_state_save(z->opt, back, TG__ZERO_PREFIX);
+    const bool saved = rc >= 0;
+    if (rc >= 0) rc = load(z, ga, g);
     rc = tg_dist_agree(z->d, rc);
-    if (rc < 0 && mine >= 0 && z->opt) {
-        /* the backup is this optimizer's own state: it loads */
-        const int back = tg_optimizer_state_load(z->opt, backup, TG__ZERO_PREFIX);
-        TG_ASSERT(back == TG_OK);
+    if (rc < 0 && saved) {
+        /* the backups are these optimizers' own states: they load */
+        int back_rc = tg_optimizer_state_load(z->all, back_all, TG__ZERO_PREFIX);
+        TG_ASSERT(back_rc == TG_OK);
+        back_rc = z->opt ? tg_optimizer_state_load(z->opt, back, TG__ZERO_PREFIX) : TG_OK;
+        TG_ASSERT(back_rc == TG_OK);
     }
     if (rc >= 0) z->steps = (int64_t)tg_tensor_item(step);
+    tg_st_free(ga);
     tg_st_free(g);
-    tg_st_free(backup);
+    tg_st_free(back_all);
+    tg_st_free(back);
     return rc;
 }

@@ -145,3 +145,28 @@ int tg_optimizer_set_group_option(tg_optimizer *opt, int group, const char *name
     opt->groups[group].h = h;
     return TG_OK;
 }
+
+int tg_optimizer_copy_group_options(tg_optimizer *dst, int dst_group, const tg_optimizer *src,
+                                    int src_group)
+{
+    const char *what = "optimizer_copy_group_options";
+    TG_CHECK(dst != NULL && src != NULL, TG_EINVAL, "%s: dst and src must not be NULL", what);
+    TG_CHECK(dst_group >= 0 && dst_group < dst->n_groups, TG_EINVAL,
+             "%s: dst_group=%d must be in [0, %d) (dst's param groups)", what, dst_group,
+             dst->n_groups);
+    TG_CHECK(src_group >= 0 && src_group < src->n_groups, TG_EINVAL,
+             "%s: src_group=%d must be in [0, %d) (src's param groups)", what, src_group,
+             src->n_groups);
+    TG_CHECK(dst->kind == src->kind, TG_EINVAL, "%s: dst is %s, src %s; one kind only", what,
+             tg__opt_kind_name(dst->kind), tg__opt_kind_name(src->kind));
+    const tg__opt_hparams *h = &src->groups[src_group].h, *now = &dst->groups[dst_group].h;
+    /* src's values passed its own checks; what shapes the state may change
+     * only before it exists */
+    const bool shapes = h->amsgrad != now->amsgrad || h->centered != now->centered ||
+                        h->history_size != now->history_size;
+    TG_CHECK(!shapes || !group_has_state(dst, dst_group), TG_EINVAL,
+             "%s: amsgrad, centered or history_size of dst's group %d, whose parameters have "
+             "state, would change", what, dst_group);
+    dst->groups[dst_group].h = *h;
+    return TG_OK;
+}
