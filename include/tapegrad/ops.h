@@ -1424,7 +1424,8 @@ TG_API int tg_group_norm(tg_tensor **out, tg_tensor *x, int64_t num_groups, tg_t
 TG_API int tg_scatter(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index, tg_tensor *src);
 /* torch.scatter(x, dim, index, value): out = x with value at the elements
  * the index names; value is rounded to x's dtype (an integer dtype:
- * toward 0, as torch's; TG_EINVAL past its range, as tg_masked_fill).  dx = scatter_value(g, dim, index, 0). */
+ * toward 0, as torch's; TG_EINVAL past its range, as tg_masked_fill).
+ * dx = scatter_value(g, dim, index, 0). */
 TG_API int tg_scatter_value(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index,
                             double value);
 /* The reductions of tg_scatter_reduce (torch's reduce strings). */

@@ -6,8 +6,9 @@
  * bit, as torch's copies.  An add adds into the result in its own dtype,
  * one rounding per term in the index's order, as torch's CPU kernels: f16
  * and bf16 terms are added in f32 and each sum rounded to the dtype (c10's
- * half += half); integer terms wrap modulo 2^bits.  Neither kernel copies x through another dtype: both read
- * it through its strides, a run or a block at a time. */
+ * half += half); integer terms wrap modulo 2^bits.  Neither kernel
+ * copies x through another dtype: both read it through its strides, a run
+ * or a block at a time. */
 #include <stdatomic.h>
 #include <string.h>
 
