@@ -293,7 +293,8 @@ Test(gather, refusals_name_the_argument)
     th_expect_refused(tg_index_select(&z, x, -3, v), TG_EINVAL, "dim=-3 is out of range", z);
     th_expect_refused(tg_gather(&z, x, 1, i32), TG_EDTYPE, "index has dtype i32", z);
     th_expect_refused(tg_index_select(&z, x, 1, s64), TG_EDTYPE, "index has dtype f64", z);
-    th_expect_refused(tg_gather(&z, xi, 1, idx), TG_EDTYPE, "float", z);
+    th_expect_refused(tg_scatter_add(&z, xi, 1, idx, x), TG_EDTYPE,
+                      "src has dtype f32 but x has i64", z);
     th_expect_refused(tg_scatter_add(&z, x, 1, idx, s64), TG_EDTYPE, "src has dtype f64", z);
     /* index[1, 0]=2 is within dim 1 (extent 3) but not dim 0 (extent 2) */
     th_expect_refused(tg_gather(&z, x, 0, idx), TG_EINVAL,

@@ -1110,8 +1110,9 @@ TG_API int tg_roll(tg_tensor **out, tg_tensor *x, int n, const int64_t *shifts, 
  * overflow int64. */
 TG_API int tg_repeat(tg_tensor **out, tg_tensor *x, int n, const int64_t *repeats);
 /* Indexing along one dim, each returning a new reference (a new contiguous
- * tensor of x's dtype); x and src are float (f32, f64, f16, bf16) of one
- * dtype, index is i64 (else TG_EDTYPE).  dim may be negative (from the
+ * tensor of x's dtype); x and src are of one dtype, any of them (float or
+ * integer; another src dtype is TG_EDTYPE, as torch's), index is i64
+ * (else TG_EDTYPE).  dim may be negative (from the
  * end); a 0-d x takes dim 0 or -1.  An index value outside
  * [0, x.size(dim)) is TG_EINVAL naming its position, its value and the
  * extent ("gather: index[1, 0]=7 is out of range for dim 1 of extent 5").
@@ -1120,9 +1121,11 @@ TG_API int tg_repeat(tg_tensor **out, tg_tensor *x, int n, const int64_t *repeat
  * index's row-major order (deterministic, whatever the thread count): f32
  * and f64 sums round at each term in their own dtype, as torch's; f16 and
  * bf16 too, each term added in f32 and the sum rounded to x's dtype, as
- * torch's (so 4097 ones added to an f16 0.5 stall at 2048).  x and src may
- * have any strides.  Differentiable to any order in x and src; the index gets no
- * gradient.  AMP policy keep: they run in x's dtype inside autocast too,
+ * torch's (so 4097 ones added to an f16 0.5 stall at 2048); integer sums
+ * wrap modulo 2^bits, as torch's (an i8 120 plus 100 and 100 is 64).  x
+ * and src may have any strides.  Differentiable to any order in float x
+ * and src; an integer result is not recorded (no gradient, as torch's);
+ * the index gets no gradient.  AMP policy keep: they run in x's dtype inside autocast too,
  * and a src of another dtype stays TG_EDTYPE there (torch's CUDA autocast
  * promotes scatter_add's inputs; cast src first).  TG_EINVAL for a NULL
  * out, x, index or src or a dim out of range; TG_ESHAPE for the shape
@@ -1399,8 +1402,9 @@ TG_API int tg_group_norm(tg_tensor **out, tg_tensor *x, int64_t num_groups, tg_t
 
 /* ---- writes by index along one dim (torch.scatter, scatter_reduce) ----
  * Out of place, each returning a new reference (a new contiguous tensor of
- * x's shape and dtype); on error *out is untouched.  x and src are float
- * (f32, f64, f16, bf16) of one dtype, index is i64 (else TG_EDTYPE), with
+ * x's shape and dtype); on error *out is untouched.  x and src are of one
+ * dtype, float or integer (an integer result is not recorded: no
+ * gradient, as torch's), index is i64 (else TG_EDTYPE), with
  * x's ndim and index.size(d) <= x.size(d) for d != dim, and src has
  * index's shape (TG_ESHAPE; torch also takes a larger src in the forward,
  * whose backward then fails).  An empty index writes nothing and is not
@@ -1419,8 +1423,9 @@ TG_API int tg_group_norm(tg_tensor **out, tg_tensor *x, int64_t num_groups, tg_t
  * term gets its element's g, the overwritten ones too, as torch. */
 TG_API int tg_scatter(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index, tg_tensor *src);
 /* torch.scatter(x, dim, index, value): out = x with value at the elements
- * the index names; value is rounded to x's dtype (TG_EINVAL past its
- * range, as tg_masked_fill).  dx = scatter_value(g, dim, index, 0). */
+ * the index names; value is rounded to x's dtype (an integer dtype:
+ * toward 0, as torch's; TG_EINVAL past its range, as tg_masked_fill).
+ * dx = scatter_value(g, dim, index, 0). */
 TG_API int tg_scatter_value(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index,
                             double value);
 /* The reductions of tg_scatter_reduce (torch's reduce strings). */
@@ -1447,7 +1452,12 @@ typedef enum tg_scatter_reduce_op {
  * include_self dx is 0 at the elements the index names.  All are made of
  * differentiable ops, but prod's dsrc with two zeros of src reaching one
  * element: a create_graph backward needing it is TG_EUNSUPPORTED (torch
- * refuses only its derivative).  TG_EINVAL for a reduce outside the enum. */
+ * refuses only its derivative).  An integer x (torch 1.13's integer
+ * kernel): sum and prod wrap modulo 2^bits at each step, amax / amin start
+ * from the dtype's lowest / highest without include_self, and mean divides
+ * the wrapped sum by the count (in x's dtype) rounding toward -inf (a sum
+ * of -15 over 2 terms gives -8).  TG_EINVAL for a reduce outside the
+ * enum. */
 TG_API int tg_scatter_reduce(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index,
                              tg_tensor *src, tg_scatter_reduce_op reduce, bool include_self);
 /* "sum", "prod", "mean", "amax" or "amin" (static), torch's string for
@@ -1459,9 +1469,11 @@ TG_API const char *tg_scatter_reduce_name(tg_scatter_reduce_op reduce);
  * Out of place, each returning a new reference; on error *out is
  * untouched.  Made of recorded ops (gather, scatter, index_add, expand,
  * reshape), so differentiable to any order in x and the values, with
- * torch's gradients; index tensors get none.  x and the values are float
- * (f32, f64, f16, bf16) of one dtype, index tensors i64 (TG_EDTYPE
- * otherwise).  TG_EINVAL for a NULL argument, a dim out of range, or an
+ * torch's gradients; index tensors get none.  x and the values are of one
+ * dtype, float or integer (an integer result is not recorded; index_put's
+ * accumulate wraps modulo 2^bits, a u8 x too: torch's bool x would OR),
+ * index tensors i64 (TG_EDTYPE otherwise, and for values of another
+ * dtype, as torch's).  TG_EINVAL for a NULL argument, a dim out of range, or an
  * index value out of range (naming it, the dim and its extent);
  * TG_ESHAPE for shapes that do not fit, as below. */
 /* torch.take_along_dim(x, indices, dim): gather(x, dim, indices) with x
@@ -1473,8 +1485,8 @@ TG_API int tg_take_along_dim(tg_tensor **out, tg_tensor *x, tg_tensor *indices, 
 TG_API int tg_take_along_dim_flat(tg_tensor **out, tg_tensor *x, tg_tensor *indices);
 /* torch.index_fill(x, dim, index, value): x with value at the positions
  * index (1-d or 0-d) names along dim; negative values count from the
- * end, as torch's.  value is rounded to x's dtype (TG_EINVAL past its
- * range).  dx = index_fill(g, dim, index, 0). */
+ * end, as torch's.  value is rounded to x's dtype (toward 0 for an
+ * integer one, as torch's; TG_EINVAL past its range).  dx = index_fill(g, dim, index, 0). */
 TG_API int tg_index_fill(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index,
                          double value);
 /* torch.index_copy(x, dim, index, src): x with its slices index[j] along

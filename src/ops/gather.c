@@ -13,7 +13,9 @@
  * terms of src in the index's row-major order, rounded to x's dtype at
  * each term, as torch's CPU kernels add (f16 and bf16: each term added in
  * f32 and the sum rounded, c10's half += half; so a thousand terms of
- * 1e-3 into one bf16 element stop at 0.5, as torch's).
+ * 1e-3 into one bf16 element stop at 0.5, as torch's).  x may be of any
+ * dtype: an integer one's adds wrap modulo 2^bits, as torch's, and its
+ * result is not recorded (tg_op_call drops an integer result's node).
  *
  * x is read through its strides, with no copy of it in another dtype.
  * The threads share disjoint elements of the result, so the bits do not
@@ -35,7 +37,6 @@
 
 #include "autograd/tape.h"
 #include "core/core.h"
-#include "ops/elementwise.h"
 #include "ops/families.h"
 #include "ops/gather_internal.h"
 #include "tapegrad/ops.h"
@@ -54,9 +55,9 @@ static int check_index_dtype(const char *op, const tg_tensor *idx)
     return TG_OK;
 }
 
+/* src in x's dtype, as torch's (which refuses another dtype too). */
 static int check_src(const char *op, const tg_tensor *x, const tg_tensor *src)
 {
-    TG_TRY(tg__ew_check_float(op, 2, src));
     TG_CHECK(src->dtype == x->dtype, TG_EDTYPE,
              "%s: src has dtype %s but x has %s; they must match", op,
              tg_dtype_name(src->dtype), tg_dtype_name(x->dtype));
@@ -68,7 +69,6 @@ static int check_src(const char *op, const tg_tensor *x, const tg_tensor *src)
 static int check_gather_args(const char *op, const tg_tensor *x, int dim, const tg_tensor *idx,
                              const tg_tensor *src)
 {
-    TG_TRY(tg__ew_check_float(op, 0, x));
     TG_TRY(check_index_dtype(op, idx));
     TG_CHECK(dim >= 0 && dim < (x->ndim > 0 ? x->ndim : 1), TG_EINVAL,
              "%s: dim=%d is out of range for x with %d dims", op, dim, x->ndim);
@@ -90,7 +90,6 @@ static int check_gather_args(const char *op, const tg_tensor *x, int dim, const 
 static int check_select_args(const char *op, const tg_tensor *x, int dim, const tg_tensor *idx,
                              const tg_tensor *src)
 {
-    TG_TRY(tg__ew_check_float(op, 0, x));
     TG_TRY(check_index_dtype(op, idx));
     TG_CHECK(dim >= 0 && dim < (x->ndim > 0 ? x->ndim : 1), TG_EINVAL,
              "%s: dim=%d is out of range for x with %d dims", op, dim, x->ndim);

@@ -99,9 +99,9 @@ int tg__pick_gather(const tg__pick *k, int ond, const int64_t *oshape, tg_tensor
 /* *out (x's shape and dtype) = x with src's element p (src has the shape
  * k->ishape and x's dtype, any strides) added at position p, each
  * element's terms in p's order, rounded to x's dtype at each term (f16
- * and bf16: added in f32, then rounded).  TG_ENOMEM; with k->checks,
- * TG_EINVAL with no message and no result when a value of k->v is out of
- * range. */
+ * and bf16: added in f32, then rounded; integers wrap modulo 2^bits).
+ * TG_ENOMEM; with k->checks, TG_EINVAL with no message and no result when
+ * a value of k->v is out of range. */
 int tg__pick_scatter_add(const tg__pick *k, const tg_tensor *src, tg_tensor **out);
 
 /* The input gradients of index_select and gather added straight into the

@@ -6,8 +6,9 @@
  * bit, as torch's copies.  An add adds into the result in its own dtype,
  * one rounding per term in the index's order, as torch's CPU kernels: f16
  * and bf16 terms are added in f32 and each sum rounded to the dtype (c10's
- * half += half).  Neither kernel copies x through another dtype: both read
- * it through its strides, a run or a block at a time. */
+ * half += half); integer terms wrap modulo 2^bits.  Neither kernel
+ * copies x through another dtype: both read it through its strides, a run
+ * or a block at a time. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -133,6 +134,7 @@ static void pick_seg(size_t es, void *out, const void *xd, int64_t at, int64_t s
 {
     if (es == 2) PICK_SEG(uint16_t);
     else if (es == 4) PICK_SEG(uint32_t);
+    else if (es == 1) PICK_SEG(uint8_t);   /* i8, u8 */
     else PICK_SEG(uint64_t);
 }
 #undef PICK_SEG
@@ -252,7 +254,8 @@ static void copy_runs(void *p, int64_t lo, int64_t hi)
  * the caller sees it.  A block
  * with all of x's rows then adds with no test of the row per term.
  *
- * f32 and f64 (add_into) add into r, a copy of x, in place: each block
+ * f32, f64 and the integer dtypes (add_into) add into r, a copy of x, in
+ * place: each block
  * copies its own elements of x first (while they are in its cache) when
  * the lines cover x, else the copy is a pass of its own before the adds.
  * f16 and bf16 (add_wide) keep a block's sums in floats that start as
@@ -358,6 +361,29 @@ static void copy_block(const add_job *j, const add_block_at *b)
     }
 }
 
+/* The integer adds, modulo 2^bits as torch's: two's complement makes a
+ * signed sum's bits those of the unsigned sum of the same bits, so each
+ * width has one add for its signed and unsigned dtypes.  add_line_u8,
+ * add_line_u32 and add_line_u64 are tg__add_line_f's portable loop for
+ * them (every value checked first when `check`). */
+static inline uint8_t add_u8(uint8_t a, uint8_t b) { return (uint8_t)(a + b); }
+static inline uint32_t add_u32(uint32_t a, uint32_t b) { return a + b; }
+static inline uint64_t add_u64(uint64_t a, uint64_t b) { return a + b; }
+
+#define ADD_LINE_INT(NAME, T, ADD)                                                      \
+    static bool NAME(tg__index_kernel kern, T *r, const T *s, const int64_t *v,         \
+                     int64_t n, bool check, int64_t extent)                             \
+    {                                                                                   \
+        (void)kern;                                                                     \
+        if (check && !values_in_range(v, n, extent)) return false;                      \
+        for (int64_t q = 0; q < n; q++) r[v[q]] = ADD(r[v[q]], s[q]);                   \
+        return true;                                                                    \
+    }
+ADD_LINE_INT(add_line_u8, uint8_t, add_u8)
+ADD_LINE_INT(add_line_u32, uint32_t, add_u32)
+ADD_LINE_INT(add_line_u64, uint64_t, add_u64)
+#undef ADD_LINE_INT
+
 /* add_into for T (float: tg__add_to_f and tg__add_line_f, double:
  * tg__add_to and tg__add_line_d): with one index value per q (index_add)
  * and evenly spaced columns, a row of terms at a time; with a few columns,
@@ -423,8 +449,8 @@ static void copy_block(const add_job *j, const add_block_at *b)
         }                                                                               \
     } while (0)
 
-/* Block t of f32 or f64: src's terms added into r (x's copy) in place,
- * in r's dtype. */
+/* Block t of f32, f64 or an integer dtype: src's terms added into r
+ * (x's copy) in place, in r's dtype. */
 static int add_into(void *p, int64_t t)
 {
     const add_job *j = p;
@@ -437,8 +463,13 @@ static int add_into(void *p, int64_t t)
     const bool by_line = k->per_pos && j->b_n == 1 && whole && rs == 1 && ss == 1;
     if (k->checks && !by_line && !block_values_ok(j, &b)) return TG_EINVAL;
     if (j->copies) copy_block(j, &b);
-    if (k->x->dtype == TG_F32) ADD_INTO(float, tg__add_to_f, tg__add_line_f);
-    else ADD_INTO(double, tg__add_to, tg__add_line_d);
+    const tg_dtype dt = k->x->dtype;
+    const size_t es = tg_dtype_size(dt);
+    if (dt == TG_F32) ADD_INTO(float, tg__add_to_f, tg__add_line_f);
+    else if (dt == TG_F64) ADD_INTO(double, tg__add_to, tg__add_line_d);
+    else if (es == 1) ADD_INTO(uint8_t, add_u8, add_line_u8);   /* i8, u8 */
+    else if (es == 4) ADD_INTO(uint32_t, add_u32, add_line_u32);   /* i32 */
+    else ADD_INTO(uint64_t, add_u64, add_line_u64);   /* i64 */
     return TG_OK;
 }
 #undef ADD_INTO
@@ -538,7 +569,7 @@ int tg__pick_scatter_add(const tg__pick *k, const tg_tensor *src, tg_tensor **ou
 {
     tg_tensor *r = tg__tensor_uninit(k->x->dtype, k->x->ndim, k->x->shape);
     if (!r) return TG_ENOMEM;
-    const bool in_place = k->x->dtype == TG_F32 || k->x->dtype == TG_F64;
+    const bool in_place = k->x->dtype != TG_F16 && k->x->dtype != TG_BF16;
     const int64_t nx = tg__numel(k->nd, k->xshape);
     add_job j = {.k = k, .src = src, .r = tg_tensor_data(r), .q_n = k->ishape[k->dim],
                  .x_n = k->xshape[k->dim], .a_n = 1, .b_n = 1, .kern = tg__index_kernel_get()};

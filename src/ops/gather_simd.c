@@ -108,6 +108,7 @@ static bool pick_portable(size_t es, void *out, const void *xb, const int64_t *v
 {
     if (es == 2) PICK_CHECKED(uint16_t);
     else if (es == 4) PICK_CHECKED(uint32_t);
+    else if (es == 1) PICK_CHECKED(uint8_t);   /* i8, u8 */
     else PICK_CHECKED(uint64_t);
 }
 #undef PICK_CHECKED
@@ -192,7 +193,7 @@ INDEX_AVX512 static bool pick_avx512(size_t es, void *out, const void *xb, const
             const __m512i g = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), ok, iv, xb, 8);
             _mm512_storeu_si512((uint64_t *)out + i, g);
         }
-    } else if (extent >= 2) {
+    } else if (es == 2 && extent >= 2) {
         const __m512i last = _mm512_set1_epi64(extent - 1), one = _mm512_set1_epi64(1);
         const __m256i sixteen = _mm256_set1_epi32(16);
         for (; i + 8 <= n; i += 8) {

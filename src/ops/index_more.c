@@ -14,7 +14,8 @@
  * torch's formulas (take_along_dim: scatter_add of g into zeros, summed
  * over the broadcast dims; index_fill: dx = index_fill(g, 0); index_copy:
  * dx = index_fill(g, 0), dsrc = index_select(g)), and differentiable to
- * any order. */
+ * any order.  Any dtype of x, as gather and scatter take: an integer
+ * result is not recorded. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,14 +24,6 @@
 #include "ops/scatter_internal.h"
 #include "tapegrad/ops.h"
 
-static int check_float_x(const char *op, const tg_tensor *x)
-{
-    TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE,
-             "%s: x has dtype %s; float dtypes only (f32, f64, f16, bf16)", op,
-             tg_dtype_name(x->dtype));
-    return TG_OK;
-}
-
 /* ---- take_along_dim ---- */
 
 static int take_along(tg_tensor **out, tg_tensor *x, tg_tensor *idx, int dim)
@@ -38,7 +31,6 @@ static int take_along(tg_tensor **out, tg_tensor *x, tg_tensor *idx, int dim)
     const char *op = "take_along_dim";
     TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
     TG_CHECK(idx != NULL, TG_EINVAL, "%s: indices must not be NULL", op);
-    TG_TRY(check_float_x(op, x));
     TG_CHECK(idx->dtype == TG_I64, TG_EDTYPE, "%s: indices has dtype %s; it must be i64", op,
              tg_dtype_name(idx->dtype));
     TG_CHECK(idx->ndim == x->ndim, TG_ESHAPE,
@@ -166,7 +158,6 @@ static int index_fill(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *idx, do
     const char *op = "index_fill";
     TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
     TG_CHECK(idx != NULL, TG_EINVAL, "%s: index must not be NULL", op);
-    TG_TRY(check_float_x(op, x));
     int d = 0;
     TG_TRY(norm_dim(op, x, dim, &d));
     const int vrc = tg__check_value("index_fill: value", x->dtype, value);
@@ -184,7 +175,6 @@ static int index_copy(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *idx, tg
     TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
     TG_CHECK(idx != NULL, TG_EINVAL, "%s: index must not be NULL", op);
     TG_CHECK(src != NULL, TG_EINVAL, "%s: src must not be NULL", op);
-    TG_TRY(check_float_x(op, x));
     TG_CHECK(src->dtype == x->dtype, TG_EDTYPE,
              "%s: src has dtype %s but x has %s; they must match", op,
              tg_dtype_name(src->dtype), tg_dtype_name(x->dtype));

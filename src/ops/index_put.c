@@ -19,7 +19,9 @@
  * source's elements in row-major order, the first count of them:
  *   y = scatter(flatten(expand(x, S)), 0, positions, source.flatten()[:count])
  * so dx is g where mask is 0 (summed over x's broadcast dims) and dsource
- * is g at the masked positions, in order, then zeros: torch's. */
+ * is g at the masked positions, in order, then zeros: torch's.  Any dtype
+ * of x, as the ops made of: integer data is not recorded, and its
+ * accumulated sums wrap modulo 2^bits (index_add's). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,9 +91,6 @@ static int put_rows(tg_tensor **out, tg_tensor *x, int k, tg_tensor *const *idx,
     const char *op = "index_put";
     TG_CHECK(k <= x->ndim, TG_EINVAL, "%s: the indices address %d dims of x, which has %d", op,
              k, x->ndim);
-    TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE,
-             "%s: x has dtype %s; float dtypes only (f32, f64, f16, bf16)", op,
-             tg_dtype_name(x->dtype));
     TG_CHECK(values->dtype == x->dtype, TG_EDTYPE,
              "%s: values has dtype %s but x has %s; they must match", op,
              tg_dtype_name(values->dtype), tg_dtype_name(x->dtype));
@@ -216,9 +215,6 @@ static int masked_scatter(tg_tensor **out, tg_tensor *x, tg_tensor *mask, tg_ten
     TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
     TG_CHECK(mask != NULL, TG_EINVAL, "%s: mask must not be NULL", op);
     TG_CHECK(source != NULL, TG_EINVAL, "%s: source must not be NULL", op);
-    TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE,
-             "%s: x has dtype %s; float dtypes only (f32, f64, f16, bf16)", op,
-             tg_dtype_name(x->dtype));
     TG_CHECK(mask->dtype == TG_U8, TG_EDTYPE, "%s: mask has dtype %s; it must be u8 (bool)", op,
              tg_dtype_name(mask->dtype));
     TG_CHECK(source->dtype == x->dtype, TG_EDTYPE,

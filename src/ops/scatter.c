@@ -10,7 +10,8 @@
  * leaves it (torch calls that order undefined).  The positions of a line
  * along dim all write to one line of the result, and different lines to
  * different lines, so the threads take whole lines and the bits do not
- * depend on their number.  A write copies src's bits (NaN payloads too).
+ * depend on their number.  A write copies src's bits (NaN payloads too),
+ * in any dtype (an integer result is not recorded).
  *
  * The gradients are torch's formulas:
  *   scatter:        dx = scatter_value(g, dim, index, 0),
@@ -36,9 +37,6 @@ static const tg_op_schema scatter_op, scatter_value_op;
 int tg__scatter_check(const char *op, const tg_tensor *x, int dim, const tg_tensor *idx,
                       const tg_tensor *src)
 {
-    TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE,
-             "%s: x has dtype %s; float dtypes only (f32, f64, f16, bf16)", op,
-             tg_dtype_name(x->dtype));
     TG_CHECK(idx->dtype == TG_I64, TG_EDTYPE, "%s: index has dtype %s; it must be i64", op,
              tg_dtype_name(idx->dtype));
     if (src) {
@@ -267,9 +265,6 @@ int tg_scatter_value(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *index, d
 {
     int d = 0;   /* set by tg__gather_public_args on success */
     TG_TRY(tg__gather_public_args("scatter", out, x, dim, index, false, NULL, &d));
-    TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE,
-             "scatter: x has dtype %s; float dtypes only (f32, f64, f16, bf16)",
-             tg_dtype_name(x->dtype));
     const int rc = tg__check_value("scatter: value", x->dtype, value);
     if (rc < 0) return rc;
     return tg__scatter_value_call(out, x, d, index, value);

@@ -100,6 +100,115 @@ static void reduce_lines(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
+/* ---- an integer x ----
+ * The same walk in int64, each step's result wrapped to x's width (modulo
+ * 2^bits, as arithmetic in x's dtype gives it, torch's too); amax and amin
+ * start from the dtype's lowest and highest; mean's count is kept in x's
+ * dtype (wrapped too; 0 -> 1) and the sum divided by it rounding toward
+ * -inf, as torch 1.13's integer kernel (div with rounding_mode "floor"):
+ * a sum of -15 over 2 terms gives -8. */
+
+/* u's low bits as an element of the integer dtype dt (sign-extended for
+ * the signed ones). */
+static int64_t wrap(tg_dtype dt, uint64_t u)
+{
+    int64_t v;
+    switch (dt) {
+    case TG_I8: v = (int64_t)(u & 0xff); return v >= 0x80 ? v - 0x100 : v;
+    case TG_U8: return (int64_t)(u & 0xff);
+    case TG_I32: v = (int64_t)(u & 0xffffffffu); return v >= 0x80000000 ? v - 0x100000000 : v;
+    default: memcpy(&v, &u, sizeof v); return v;   /* i64: the same bits */
+    }
+}
+
+static int64_t identity_int(int r, tg_dtype dt)
+{
+    static const int64_t lowest[] = {[TG_I8] = INT8_MIN, [TG_U8] = 0, [TG_I32] = INT32_MIN,
+                                     [TG_I64] = INT64_MIN};
+    static const int64_t highest[] = {[TG_I8] = INT8_MAX, [TG_U8] = UINT8_MAX,
+                                      [TG_I32] = INT32_MAX, [TG_I64] = INT64_MAX};
+    switch (r) {
+    case TG_SCATTER_PROD: return 1;
+    case TG_SCATTER_AMAX: return lowest[dt];
+    case TG_SCATTER_AMIN: return highest[dt];
+    default: return 0;
+    }
+}
+
+static int64_t step_int(int r, tg_dtype dt, int64_t o, int64_t s)
+{
+    switch (r) {
+    case TG_SCATTER_PROD: return wrap(dt, (uint64_t)o * (uint64_t)s);
+    case TG_SCATTER_AMAX: return o < s ? s : o;
+    case TG_SCATTER_AMIN: return s < o ? s : o;
+    default: return wrap(dt, (uint64_t)o + (uint64_t)s);
+    }
+}
+
+/* a / b rounded toward -inf (b != 0), wrapped to dt: INT64_MIN / -1 too. */
+static int64_t floor_div(tg_dtype dt, int64_t a, int64_t b)
+{
+    if (b == -1) return wrap(dt, 0 - (uint64_t)a);
+    const int64_t q = a / b;
+    return wrap(dt, (uint64_t)(q - (a % b != 0 && (a < 0) != (b < 0))));
+}
+
+typedef struct reduce_int_job {
+    const tg__scatter_walk *w;
+    int64_t *out, *cnt;   /* x's numel each; cnt for mean only */
+    const int64_t *src;   /* index's shape, contiguous */
+    tg_dtype dt;
+    int reduce;
+    bool include_self;
+} reduce_int_job;
+
+static void reduce_lines_int(void *ctx, int64_t lo, int64_t hi)
+{
+    const reduce_int_job *j = ctx;
+    const int64_t first = identity_int(j->reduce, j->dt);
+    for (int64_t l = lo; l < hi; l++) {
+        int64_t base, stp, len, obase;
+        tg__scatter_line(j->w, l, &base, &stp, &len, &obase);
+        if (!j->include_self)
+            for (int64_t k = 0, p = base; k < len; k++, p += stp)
+                j->out[tg__scatter_target(j->w, obase, p)] = first;
+        for (int64_t k = 0, p = base; k < len; k++, p += stp) {
+            const int64_t t = tg__scatter_target(j->w, obase, p);
+            j->out[t] = step_int(j->reduce, j->dt, j->out[t], j->src[p]);
+            if (j->cnt) j->cnt[t] = wrap(j->dt, (uint64_t)j->cnt[t] + 1);
+        }
+    }
+}
+
+/* scatter_reduce's values for an integer x into y (x's shape and dtype). */
+static int reduce_ints(tg_tensor *y, const tg_tensor *x, const tg__scatter_walk *w,
+                       const tg_tensor *src, int reduce, bool include_self)
+{
+    const int64_t n = tg_tensor_numel(x);
+    const bool mean = reduce == TG_SCATTER_MEAN;
+    int64_t *o = tg__malloc((size_t)(n > 0 ? n : 1) * sizeof *o);
+    int64_t *s = tg__malloc((size_t)(w->m > 0 ? w->m : 1) * sizeof *s);
+    int64_t *c = mean ? tg__malloc((size_t)(n > 0 ? n : 1) * sizeof *c) : NULL;
+    int rc = TG_OK;
+    if (!o || !s || (mean && !c)) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    tg__gather(x, TG_I64, o);
+    tg__gather(src, TG_I64, s);
+    for (int64_t i = 0; mean && i < n; i++) c[i] = include_self ? 1 : 0;
+    reduce_int_job j = {.w = w, .out = o, .cnt = c, .src = s, .dt = x->dtype, .reduce = reduce,
+                        .include_self = include_self};
+    if (w->m > 0) tg__scatter_run(w, reduce_lines_int, &j);
+    for (int64_t i = 0; mean && i < n; i++) o[i] = floor_div(x->dtype, o[i], c[i] ? c[i] : 1);
+    tg__convert_n(TG_I64, o, x->dtype, tg_tensor_data(y), n);
+done:
+    free(o);
+    free(s);
+    free(c);
+    return rc;
+}
+
 /* *out = scatter_reduce(x, dim, index, src, reduce, include_self). */
 static int reduce_values(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *idx, tg_tensor *src,
                          int reduce, bool include_self)
@@ -111,6 +220,13 @@ static int reduce_values(tg_tensor **out, tg_tensor *x, int dim, tg_tensor *idx,
     const int64_t n = tg_tensor_numel(x);
     const bool mean = reduce == TG_SCATTER_MEAN;
     tg_tensor *y = tg__tensor_uninit(x->dtype, x->ndim, x->shape);
+    if (y && !tg_dtype_is_float(x->dtype)) {
+        const int rc = reduce_ints(y, x, &w, src, reduce, include_self);
+        free(owned);
+        if (rc < 0) tg_tensor_release(y);
+        else *out = y;
+        return rc;
+    }
     double *o = tg__malloc((size_t)(n > 0 ? n : 1) * sizeof *o);
     double *s = tg__malloc((size_t)(w.m > 0 ? w.m : 1) * sizeof *s);
     double *c = mean ? tg__malloc((size_t)(n > 0 ? n : 1) * sizeof *c) : NULL;
