@@ -19,43 +19,55 @@
 #include "core/lapack_small.h"
 
 /* getf2 on the column-major m x n a (lda m): a = P L U, L unit lower
- * (below the diagonal), U on and above; ipiv 1-based.  Returns 0, or the
- * 1-based index of U's first exactly zero diagonal element (the
- * factorization is still completed, as LAPACK's). */
+ * (below the diagonal), U on and above; ipiv 1-based.  Column by column
+ * (left-looking, as OpenBLAS's getf2): column j takes the interchanges
+ * so far, then each element minus the dot product of L's row with the
+ * column's part above it, summed first and subtracted once, so that a
+ * column that is a sum of earlier ones (an exactly singular matrix) comes
+ * out as exactly zero as in LAPACK's.  Returns 0, or the 1-based index of
+ * U's first exactly zero diagonal element (the factorization is still
+ * completed, as LAPACK's). */
 #define GETF2(name, T, ABS, TINY)                                                          \
     static int name(int m, int n, T *a, int *ipiv)                                         \
     {                                                                                      \
         const int k = m < n ? m : n;                                                       \
         int info = 0;                                                                      \
-        for (int j = 0; j < k; j++) {                                                      \
-            T *cj = a + (size_t)j * (size_t)m;                                             \
+        for (int j = 0; j < n; j++) {                                                      \
+            T *b = a + (size_t)j * (size_t)m;                                              \
+            const int top = j < m ? j : m;                                                 \
+            for (int i = 0; i < top; i++) {                                                \
+                const int p = ipiv[i] - 1;                                                 \
+                const T t = b[i];                                                          \
+                b[i] = b[p];                                                               \
+                b[p] = t;                                                                  \
+            }                                                                              \
+            for (int i = 0; i < m; i++) {   /* L(i, 0:q) . b(0:q), q = min(i, j) */        \
+                const int q = i < top ? i : top;                                           \
+                T dot = 0;                                                                 \
+                for (int c = 0; c < q; c++) dot += a[(size_t)c * (size_t)m + (size_t)i] * b[c]; \
+                b[i] -= dot;                                                               \
+            }                                                                              \
+            if (j >= k) continue;                                                          \
             int p = j;                                                                     \
-            T best = ABS(cj[j]);                                                           \
+            T best = ABS(b[j]);                                                            \
             for (int i = j + 1; i < m; i++)                                                \
-                if (ABS(cj[i]) > best) best = ABS(cj[i]), p = i;                           \
+                if (ABS(b[i]) > best) best = ABS(b[i]), p = i;                             \
             ipiv[j] = p + 1;                                                               \
-            if (cj[p] != 0) {                                                              \
-                if (p != j)                                                                \
-                    for (int c = 0; c < n; c++) {                                          \
+            if (b[p] != 0) {                                                               \
+                if (p != j)   /* rows j and p of columns 0..j */                           \
+                    for (int c = 0; c <= j; c++) {                                         \
                         T *col = a + (size_t)c * (size_t)m, t = col[j];                    \
                         col[j] = col[p];                                                   \
                         col[p] = t;                                                        \
                     }                                                                      \
-                if (ABS(cj[j]) >= TINY) {                                                  \
-                    const T r = 1 / cj[j];                                                 \
-                    for (int i = j + 1; i < m; i++) cj[i] *= r;                            \
+                if (ABS(b[j]) >= TINY) {                                                   \
+                    const T r = 1 / b[j];                                                  \
+                    for (int i = j + 1; i < m; i++) b[i] *= r;                             \
                 } else {                                                                   \
-                    for (int i = j + 1; i < m; i++) cj[i] /= cj[j];                        \
+                    for (int i = j + 1; i < m; i++) b[i] /= b[j];                          \
                 }                                                                          \
             } else if (info == 0) {                                                        \
                 info = j + 1;                                                              \
-            }                                                                              \
-            /* the trailing block minus the rank-1 product of L's column j and \
-             * U's row j */                                                                \
-            for (int c = j + 1; c < n; c++) {                                              \
-                T *col = a + (size_t)c * (size_t)m;                                        \
-                const T u = col[j];                                                        \
-                for (int i = j + 1; i < m; i++) col[i] -= cj[i] * u;                       \
             }                                                                              \
         }                                                                                  \
         return info;                                                                       \
