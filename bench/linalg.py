@@ -95,6 +95,10 @@ def main():
     a = ap.parse_args()
     if a.torch_child:
         return torch_child(a)
+    known = sorted({d for _, dts in SHAPES for d in dts})
+    bad = [d for d in a.dtypes.split(",") if d not in known]
+    if bad:
+        ap.error(f"--dtypes: unknown {','.join(bad)} (known: {','.join(known)})")
     ours = pair_binary(a, "linalg")
     tool = find_tool(a.build, f"build first (ninja -C {a.build} tools/tapegrad)")
     print(f"OpenBLAS kernels, both sides: {same_blas_kernels(tool)}", flush=True)

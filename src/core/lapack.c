@@ -8,11 +8,14 @@
  * copies: det(A^T) = det(A); A^T = P L U solves A X = B as (A^T)^T X = B
  * (getrs with trans 'T'); the Cholesky factor U (A = U^T U) of a symmetric
  * A's column-major buffer is, read row-major, the lower factor L = U^T.
+ * Matrices of n <= TG__LAPACK_SMALL_MAX go to the plain loops of
+ * src/core/lapack_small.c (same layouts, same pivots rule).
  * The trailing size_t arguments are the hidden lengths of Fortran's
  * character arguments. */
 #include <cblas.h>
 
 #include "core/core.h"
+#include "core/lapack_small.h"
 
 extern void sgetrf_(const int *m, const int *n, float *a, const int *lda, int *ipiv, int *info);
 extern void dgetrf_(const int *m, const int *n, double *a, const int *lda, int *ipiv, int *info);
@@ -83,6 +86,8 @@ int tg__lapack_getrf_mn(tg_dtype dt, int m, int n, void *a, int *ipiv)
 {
     int info = 0;
     if (m == 0 || n == 0) return 0;
+    if (m <= TG__LAPACK_SMALL_MAX && n <= TG__LAPACK_SMALL_MAX)
+        return tg__small_getrf(dt, m, n, a, ipiv);
     if (dt == TG_F64) dgetrf_(&m, &n, a, &m, ipiv, &info);
     else sgetrf_(&m, &n, a, &m, ipiv, &info);
     TG_ASSERT(info >= 0);
@@ -94,6 +99,10 @@ static void getrs(char trans, tg_dtype dt, int n, int nrhs, const void *lu, cons
 {
     int info = 0;
     if (n == 0 || nrhs == 0) return;
+    if (n <= TG__LAPACK_SMALL_MAX) {
+        tg__small_getrs(dt, trans == 'T', n, nrhs, lu, ipiv, b);
+        return;
+    }
     if (dt == TG_F64) dgetrs_(&trans, &n, &nrhs, lu, &n, ipiv, b, &n, &info, 1);
     else sgetrs_(&trans, &n, &nrhs, lu, &n, ipiv, b, &n, &info, 1);
     TG_ASSERT(info == 0);
@@ -114,6 +123,7 @@ int tg__lapack_potrf_lower(tg_dtype dt, int n, void *a)
     const char uplo = 'U';   /* column-major upper = row-major lower */
     int info = 0;
     if (n == 0) return 0;
+    if (n <= TG__LAPACK_SMALL_MAX) return tg__small_potrf_lower(dt, n, a);
     if (dt == TG_F64) dpotrf_(&uplo, &n, a, &n, &info, 1);
     else spotrf_(&uplo, &n, a, &n, &info, 1);
     TG_ASSERT(info >= 0);
@@ -124,6 +134,10 @@ void tg__blas_trsm_left(tg_dtype dt, bool upper, bool unit, int n, int nrhs, con
                         void *b)
 {
     if (n == 0 || nrhs == 0) return;
+    if (n <= TG__LAPACK_SMALL_MAX) {
+        tg__small_trsm_left(dt, upper, unit, n, nrhs, a, b);
+        return;
+    }
     const CBLAS_UPLO ul = upper ? CblasUpper : CblasLower;
     const CBLAS_DIAG dg = unit ? CblasUnit : CblasNonUnit;
     if (dt == TG_F64)
