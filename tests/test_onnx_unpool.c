@@ -213,6 +213,71 @@ Test(onnx_unpool, max_unpool_matches_torch_and_onnxruntime)
 
 /* ---- refusals ---- */
 
+/* Custom modules under the names of exported leaves: one taking two
+ * inputs (x, indices), one giving two outputs (x, x's indices as x). */
+static int two_in(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs)
+{
+    (void)m;
+    (void)n;
+    *y = tg_tensor_retain(xs[0]);
+    return TG_OK;
+}
+
+static int one_in(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    (void)m;
+    *y = tg_tensor_retain(x);
+    return TG_OK;
+}
+
+static int two_out(tg_module *m, tg_tensor **ys, int n, tg_tensor *const *xs)
+{
+    (void)m;
+    (void)n;
+    ys[0] = tg_tensor_retain(xs[0]);
+    return tg_tensor_to_dtype(&ys[1], xs[0], TG_I64);
+}
+
+static const tg_module_vtable linear2_vt = {.type_name = "Linear", .forward_n = two_in,
+                                            .n_inputs = 2};
+static const tg_module_vtable identity2_vt = {.type_name = "Identity", .forward = one_in,
+                                              .forward_outputs = two_out, .n_outputs = 2};
+
+/* A leaf's export takes one input and gives one output: custom modules of
+ * its name that take or give two in a Sequential are refused, no abort. */
+Test(onnx_unpool, custom_modules_of_two_values_are_refused)
+{
+    need_onnx();
+    char path[256];
+    th_tmp_path(path, sizeof path, "refused.onnx");
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&p, 2, 0, 0);
+    tg_module *seq = NULL, *pool = NULL, *custom = NULL, *unpool = NULL;
+    OK(tg_nn_sequential_new(&seq));
+    OK(tg_nn_max_pool_new(&pool, 1, &p));
+    OK(tg_nn_max_pool_set_return_indices(pool, true));
+    OK(tg_module_new(&custom, &linear2_vt, NULL));
+    append(seq, pool);
+    append(seq, custom);
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (int64_t[]){1, 2, 6}, 11);
+    cr_assert(eq(int, tg_onnx_export(seq, x, path, NULL), TG_EUNSUPPORTED));
+    th_expect_in(tg_error_message(), "module '1' (Linear) is not supported: it takes the 2 "
+                                     "outputs of the module before it");
+    tg_module_release(seq);
+
+    OK(tg_nn_sequential_new(&seq));
+    OK(tg_module_new(&custom, &identity2_vt, NULL));
+    OK(tg_nn_max_unpool_new(&unpool, 1, &p));
+    append(seq, custom);
+    append(seq, unpool);
+    cr_assert(eq(int, tg_onnx_export(seq, x, path, NULL), TG_EUNSUPPORTED));
+    th_expect_in(tg_error_message(), "module '0' (Identity) is not supported: it gives 2 "
+                                     "outputs to the next module");
+    cr_assert(th_exists(path) == false);
+    tg_module_release(seq);
+    tg_tensor_release(x);
+}
+
 Test(onnx_unpool, refusals_name_their_rule)
 {
     need_onnx();

@@ -210,8 +210,12 @@ static int tg__onnx_leaf_export(tg__onnx *g, tg_module *m, const tg__onnx_leaf *
         xs[1 + i] = x.more[i];
     }
     int axes[2 + TG__ONNX_MAX_EXTRA];
+    TG_CHECK(n == 1 || leaf->inputs, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (%s) is not supported: it takes the %d outputs of the "
+             "module before it, its export one input", path[0] ? path : "<top>",
+             tg_module_type_name(m), n);
     if (leaf->inputs) TG_TRY(leaf->inputs(m, path, n, xts, axes));
-    TG_ASSERT(leaf->emit != NULL && (n == 1 || leaf->inputs));
+    TG_ASSERT(leaf->emit != NULL);
     const bool last = tail && !strcmp(path, tail->path);
     TG_ASSERT(!last || leaf->extra != NULL);
     tg__onnx_val out = {.n = want - 1};
@@ -230,7 +234,11 @@ static int tg__onnx_leaf_export(tg__onnx *g, tg_module *m, const tg__onnx_leaf *
         tail->found = true;
     }
     if (rc >= 0) rc = leaf->emit(&s, &yname);
-    for (int i = 1; rc >= 0 && i < want; i++) TG_ASSERT(out.more[i - 1] != NULL);
+    for (int i = 1; rc >= 0 && i < want; i++)   /* a custom module under a leaf's name */
+        if (!out.more[i - 1])
+            rc = tg__error(TG_EUNSUPPORTED, "onnx_export: module '%s' (%s) is not supported: "
+                           "it gives %d outputs to the next module, its export only the first",
+                           path[0] ? path : "<top>", tg_module_type_name(m), want);
     if (rc < 0) {
         for (int i = 0; i < want; i++) tg_tensor_release(yts[i]);
         return rc;
@@ -281,9 +289,12 @@ static int tg__onnx_container(tg__onnx *g, tg_module *m, bool seq, const char *p
         const bool all = seq && k > 1 && i + 1 < nc &&
                          tg_module_child_at(m, i + 1)->vt->n_inputs == k;
         tg__onnx_val next = {0};
-        rc = cpath && cscope
-                 ? tg__onnx_walk(g, c, cpath, cscope, cur, &next, tail, all ? k : 1)
-                 : TG_ENOMEM;
+        rc = !cpath || !cscope ? TG_ENOMEM
+             : all && k > 1 + TG__ONNX_MAX_EXTRA
+                 ? tg__error(TG_EUNSUPPORTED, "onnx_export: module '%s' (%s) is not "
+                             "supported: it gives %d outputs to the next module, above %d",
+                             cpath, tg_module_type_name(c), k, 1 + TG__ONNX_MAX_EXTRA)
+                 : tg__onnx_walk(g, c, cpath, cscope, cur, &next, tail, all ? k : 1);
         tg__onnx_val_release(&cur);
         cur = next;
     }

@@ -138,6 +138,7 @@ int tg__onnx_extra_max_pool(tg_module *m, const tg_onnx_options *opt, int n, tg_
                             tg_tensor **ys, const char **names, int *axes)
 {
     (void)opt;
+    TG_TRY(tg_nn_pool_params(m, NULL, NULL));   /* the library's MaxPool: two outputs */
     if (tg_module_output_count(m) < 2) return 0;   /* no return_indices: y only */
     tg_tensor *r[2] = {NULL, NULL};
     TG_TRY(tg_module_forward_outputs(m, r, n, xs));
