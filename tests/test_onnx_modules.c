@@ -403,8 +403,8 @@ Test(onnx_modules, refusals_name_the_module_and_write_nothing)
     refused_export_n(lin, 2, (tg_tensor *[]){x1, x1}, NULL, TG_EINVAL,
               "module '<top>' (Linear) takes one graph input, not 2 (a MultiheadAttention, a "
               "module of the Transformer family, RNN, LSTM, GRU, Bilinear, CosineSimilarity, "
-              "PairwiseDistance, CrossEntropyLoss, NLLLoss, BCEWithLogitsLoss or KLDivLoss at "
-              "the top takes several");
+              "PairwiseDistance, MaxUnpoolNd, CrossEntropyLoss, NLLLoss, BCEWithLogitsLoss or "
+              "KLDivLoss at the top takes several");
     OK(tg_nn_mse_loss_new(&loss, TG_REDUCTION_MEAN));
     refused_export_n(loss, 2, (tg_tensor *[]){x1, x1}, NULL, TG_EUNSUPPORTED,
               "module '<top>' (MSELoss) is not supported (docs/onnx.md lists the modules that "

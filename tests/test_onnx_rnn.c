@@ -584,9 +584,9 @@ Test(onnx_rnn, projections_and_extra_outputs_refused)
     append(seq2, tg_module_retain(lin));
     expect_refused_n(seq2, 1, &x, &eo, TG_EUNSUPPORTED,
                      "onnx_export: extra_outputs: module '1' (Linear) is not supported: only an "
-                     "RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell or MultiheadAttention at the "
-                     "top of the export, or an RNN, LSTM, GRU or cell last in a Sequential "
-                     "there, gives outputs beyond its first");
+                     "RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell, MaxPoolNd or "
+                     "MultiheadAttention at the top of the export, or an RNN, LSTM, GRU, cell "
+                     "or MaxPoolNd last in a Sequential there, gives outputs beyond its first");
     tg_module_release(seq2);
     expect_refused_n(lin, 1, &x2, &eo, TG_EUNSUPPORTED, "module '<top>' (Linear) is not "
                      "supported");

@@ -4,7 +4,8 @@
  * F.lp_pool1d/2d (norm types 1 to 4, ceil_mode): values and gradients in
  * f64 and f32; tg_max_pool_with_indices's indices as torch's; gradcheck
  * and gradgradcheck in f64; a round trip through tg_adaptive_max_pool's
- * indices; the MaxUnpoolNd and LPPoolNd modules;
+ * indices; the MaxUnpoolNd and LPPoolNd modules, MaxPoolNd with
+ * return_indices and a Sequential MaxPool -> MaxUnpool;
  * the refusals.  Goldens: scripts/make_pool_more_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -231,6 +232,81 @@ Test(unpool_lppool, modules)
     cr_assert(eq(int, tg_nn_lp_pool_new(&m, 2, 0.0, &p), TG_EINVAL));
     cr_assert(eq(int, tg_nn_max_unpool_new(&m, 4, &p), TG_EINVAL));
     cr_assert(eq(int, tg_nn_max_unpool_new(&m, 2, NULL), TG_EINVAL));
+}
+
+/* MaxPoolNd(return_indices=True): two outputs, torch's values and indices
+ * to the bit on every unpool case's pool_x (unbatched, padded, overlapping
+ * windows); tg_module_forward gives the values; a Sequential hands both to
+ * a MaxUnpool after it and the values alone to a module of one input. */
+Test(unpool_lppool, max_pool_module_returns_torch_indices)
+{
+    tg_st_file *f = th_golden_load("pool/unpool_lppool.safetensors");
+    const int n = atoi(tg_st_meta_get(f, "cases"));
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+        char c[16];
+        snprintf(c, sizeof c, "case%d", i);
+        if (strcmp(th_golden_meta(f, c, "op"), "unpool") != 0) continue;
+        const int ns = atoi(th_golden_meta(f, c, "ns"));
+        tg_pool_params p = params_of(f, c, true);
+        tg_module *pool = NULL, *unpool = NULL, *seq = NULL;
+        OK(tg_nn_max_pool_new(&pool, ns, &p));
+        cr_assert(eq(int, tg_module_output_count(pool), 1));
+        OK(tg_nn_max_pool_set_return_indices(pool, true));
+        cr_assert(eq(int, tg_module_output_count(pool), 2));
+        tg_tensor *x = (tg_tensor *)th_golden_get(f, c, "pool_x"), *ys[2] = {NULL, NULL};
+        tg_tensor *y = NULL, *want = NULL, *u = NULL, *v = NULL;
+        OK(tg_module_forward_outputs(pool, ys, 1, &x));
+        OK(tg_max_pool(&want, x, ns, &p));
+        th_expect_same_bits(c, x, ys[0], want);
+        th_expect_same_bits(c, x, ys[1], th_golden_get(f, c, "indices"));
+        OK(tg_module_forward(pool, &y, x));
+        th_expect_same_bits(c, x, y, want);
+        /* the chain where the default output size holds the indices (the
+         * module takes no output_size) */
+        OK(tg_nn_max_unpool_new(&unpool, ns, &p));
+        OK(tg_nn_sequential_new(&seq));
+        OK(tg_nn_sequential_append(seq, tg_module_retain(pool)));
+        OK(tg_nn_sequential_append(seq, unpool));
+        if (th_golden_meta(f, c, "output_size")[0] == 0) {
+            OK(tg_module_forward(seq, &u, x));
+            OK(tg_max_unpool(&v, ys[0], ys[1], ns, &p, NULL));
+            th_expect_same_bits(c, x, u, v);
+        }
+        th_release_all(6, (tg_tensor *[]){ys[0], ys[1], y, want, u, v});
+        tg_module_release(seq);
+        tg_module_release(pool);
+        count++;
+    }
+    cr_assert(count >= 20, "%d unpool cases", count);
+    tg_st_free(f);
+
+    /* the values alone to a module of one input; one input only */
+    tg_pool_params p = TG_POOL_PARAMS_INIT;
+    tg_pool_params_set(&p, 2, 0, 0);
+    tg_module *seq = NULL, *pool = NULL, *relu = NULL;
+    OK(tg_nn_sequential_new(&seq));
+    OK(tg_nn_max_pool_new(&pool, 1, &p));
+    OK(tg_nn_max_pool_set_return_indices(pool, true));
+    OK(tg_nn_activation_new(&relu, TG_ACT_RELU, 0));
+    OK(tg_nn_sequential_append(seq, tg_module_retain(pool)));
+    OK(tg_nn_sequential_append(seq, relu));
+    tg_tensor *x = th_rand_uniform(TG_F32, 3, (int64_t[]){2, 3, 8}, 9), *y = NULL, *z = NULL,
+              *w = NULL, *ys[2] = {NULL, NULL};
+    OK(tg_module_forward(seq, &y, x));
+    OK(tg_max_pool(&z, x, 1, &p));
+    OK(tg_relu(&w, z));
+    cr_assert(th_same_bits(y, w), "Sequential(MaxPool, ReLU)");
+    cr_assert(eq(int, tg_module_forward_outputs(pool, ys, 2, (tg_tensor *[]){x, x}),
+                 TG_EINVAL));
+    th_expect_in(tg_error_message(), "MaxPool1d takes 1 inputs, got n=2");
+    cr_assert(ys[0] == NULL && ys[1] == NULL);
+    /* a module of one output gives it alone */
+    OK(tg_module_forward_outputs(relu, ys, 1, &z));
+    cr_assert(th_same_bits(ys[0], w) && ys[1] == NULL);
+    th_release_all(5, (tg_tensor *[]){x, y, z, w, ys[0]});
+    tg_module_release(pool);
+    tg_module_release(seq);
 }
 
 /* torch's rules: indices of x's shape and i64, each inside the output

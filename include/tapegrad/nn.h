@@ -95,7 +95,17 @@ typedef struct tg_module_vtable {
      * (TG_EUNSUPPORTED). */
     int (*copy_state)(void **copy, const void *state);
     size_t state_size;
+    /* The forward of a module giving several outputs, as a torch forward
+     * returning a tuple (optional): n_outputs (> 1) new references in
+     * ys[0..n_outputs) from the n inputs xs (borrowed), run by
+     * tg_module_forward_outputs.  forward or forward_n, which such a module
+     * sets too, gives the first of them. */
+    int (*forward_outputs)(tg_module *m, tg_tensor **ys, int n, tg_tensor *const *xs);
+    int n_outputs;
 } tg_module_vtable;
+
+/* The most outputs a module's forward_outputs gives. */
+#define TG_MODULE_MAX_OUTPUTS 4
 
 /* A module with no parameters or children, in training mode.  vt is borrowed
  * and must outlive the module; state is owned by the module (vt->release). */
@@ -150,6 +160,16 @@ TG_API int tg_module_forward_recompute(tg_module *m, tg_tensor **y, tg_tensor *x
  * module with only forward takes n = 1).  TG_EINVAL for n < 1 or a NULL
  * input; TG_EUNSUPPORTED when m has no forward for n inputs. */
 TG_API int tg_module_forward_n(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs);
+/* The number of outputs of m's forward: its vtable's n_outputs for a
+ * module with forward_outputs (a MaxPoolNd with return_indices gives 2:
+ * (y, indices)), 1 for any other module and for NULL. */
+TG_API int tg_module_output_count(const tg_module *m);
+/* All the outputs of m's forward on its n >= 1 inputs xs (borrowed), as
+ * torch's `y, indices = pool(x)`: ys[0..tg_module_output_count(m)) receive
+ * new references (ys[0] alone, tg_module_forward_n's output, for a module
+ * of one output).  Errors as tg_module_forward_n; on error no ys[i] is
+ * written. */
+TG_API int tg_module_forward_outputs(tg_module *m, tg_tensor **ys, int n, tg_tensor *const *xs);
 /* Sets the training flag of m and every descendant (eval: training=false). */
 TG_API void tg_module_train(tg_module *m, bool training);
 TG_API bool tg_module_is_training(const tg_module *m);
@@ -511,6 +531,14 @@ TG_API int tg_nn_instance_norm_params(const tg_module *m, int *n_spatial, int64_
  * checked as those functions check it. */
 TG_API int tg_nn_avg_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p);
 TG_API int tg_nn_max_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p);
+/* nn.MaxPoolNd's return_indices: with on, m's forward gives two outputs,
+ * (y, indices) through tg_module_forward_outputs, as
+ * tg_max_pool_with_indices (torch's indices within each (n, c) plane, i64);
+ * tg_module_forward still gives y.  In a Sequential the next module gets
+ * both when it takes two inputs (a MaxUnpoolNd: torch's `y, i = pool(x);
+ * unpool(y, i)`), y alone otherwise.  TG_EINVAL for a NULL m or one that is
+ * not a MaxPoolNd. */
+TG_API int tg_nn_max_pool_set_return_indices(tg_module *m, bool on);
 TG_API int tg_nn_upsample_new(tg_module **out, int n_spatial, const int64_t *scale);
 /* nn.AdaptiveAvgPool{1,2,3}d(output_size) over n_spatial dims (type names
  * "AdaptiveAvgPool1d", ...): no parameters or buffers; forward is
@@ -719,7 +747,12 @@ TG_API int tg_nn_embedding_bag_from_pretrained(tg_module **out, tg_tensor *embed
                                                bool freeze, const tg_embedding_bag_opts *opts);
 /* An EmbeddingBag's options (padding_idx counted from the start). */
 TG_API int tg_nn_embedding_bag_options(const tg_module *m, tg_embedding_bag_opts *opts);
-/* nn.Sequential: its forward runs the children in order.  A child's failure
+/* nn.Sequential: its forward runs the children in order.  A child of k > 1
+ * outputs (tg_module_output_count) hands all k to the next child when that
+ * one takes k inputs (a MaxPoolNd with return_indices, then a MaxUnpoolNd),
+ * its first output otherwise, and the Sequential's output is its last
+ * child's first (torch's Sequential passes the tuple on as one argument,
+ * which a MaxUnpoolNd refuses).  A child's failure
  * keeps its status, its message led by the child's path and type: "in
  * enc.2 (Linear): linear: x is (3, 7) and w is (2, 6): ..." (nested
  * Sequentials join their names with dots). */

@@ -21,7 +21,11 @@
  * the activations,
  * Flatten, Unflatten, Dropout, AlphaDropout and FeatureAlphaDropout (the
  * identity in eval), Identity, Upsample, ChannelShuffle, LocalResponseNorm,
- * AvgPool1d/2d/3d and MaxPool1d/2d/3d on batched inputs, RNN, LSTM (no
+ * AvgPool1d/2d/3d and MaxPool1d/2d/3d on batched inputs (a MaxPool's
+ * return_indices as torch's indices: to a MaxUnpool after it in a
+ * Sequential, or with extra_outputs), MaxUnpool1d/2d/3d (after such a
+ * MaxPool, or on (x, indices) through tg_onnx_export_n), LPPool1d/2d
+ * (every norm type), RNN, LSTM (no
  * proj_size) and GRU as ONNX RNN / LSTM / GRU nodes, RNNCell, LSTMCell and
  * GRUCell as one step of such a node,
  * TransformerEncoderLayer and TransformerEncoder (the attention written
@@ -70,15 +74,16 @@ typedef struct tg_onnx_options {
      * num_layers, N, H), or (D num_layers, H) unbatched), an LSTMCell's c'
      * (an RNNCell and a GRUCell have none) and a MultiheadAttention's
      * attention weights (averaged over the heads, as torch's default
-     * need_weights=True; per head with mha_per_head_weights).  The top
+     * need_weights=True; per head with mha_per_head_weights) and a
+     * MaxPoolNd's indices with return_indices (i64).  The top
      * module runs through its own forward of all outputs; it must be one
      * of those, or a Sequential on one input whose last module is a
-     * recurrent layer or cell (its outputs beyond the first, as torch's
+     * recurrent layer, cell or MaxPoolNd (its outputs beyond the first, as torch's
      * Sequential returns its last module's tuple); anything else is
      * TG_EUNSUPPORTED naming the module.  false */
     bool extra_outputs;
     /* Their names, one per extra output; NULL gives "h_n", "c_n" (the
-     * layers), "c_n" (LSTMCell) and "attn_weights".  Non-empty and
+     * layers), "c_n" (LSTMCell), "attn_weights" and "indices".  Non-empty and
      * distinct from the inputs' and the output's (TG_EINVAL). */
     const char *const *extra_output_names;
     /* A MultiheadAttention's weights per head, (N, heads, L, S), as
@@ -114,7 +119,8 @@ TG_API int tg_onnx_export(tg_module *m, tg_tensor *example_input, const char *pa
  * memory_key_padding_mask]]]]]]), an RNN or GRU (input, h_0), an LSTM
  * (input, h_0, c_0), an RNNCell or GRUCell (x, hx), an LSTMCell (x,
  * hx, cx), a Bilinear, CosineSimilarity or PairwiseDistance (x1, x2,
- * both f32) and a CrossEntropyLoss or NLLLoss (input, i64 target) or
+ * both f32), a MaxUnpoolNd (x, i64 indices) and a CrossEntropyLoss or
+ * NLLLoss (input, i64 target) or
  * BCEWithLogitsLoss or KLDivLoss (input, target) at the top of the export; the masks f32 (added; a
  * float key padding mask beside a u8 attention mask is -inf where
  * nonzero, as the module's forward) or u8 (-inf where nonzero).  An

@@ -170,17 +170,27 @@ static int child_failed(const tg_module *child, const char *name, int rc)
                      msg[0] ? msg : tg_status_message(rc));
 }
 
+/* cur[0..n): the values flowing from one child to the next; a child gives
+ * all its outputs to the next when that one takes as many inputs. */
 static int tg__sequential_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 {
-    tg_tensor *cur = tg_tensor_retain(x);
+    tg_tensor *cur[TG_MODULE_MAX_OUTPUTS] = {tg_tensor_retain(x)};
+    int n = 1;
     for (int i = 0; i < m->n_children; i++) {
-        tg_tensor *next = NULL;
-        int rc = tg_module_forward(m->children[i].m, &next, cur);
-        tg_tensor_release(cur);
-        if (rc < 0) return child_failed(m->children[i].m, m->children[i].name, rc);
-        cur = next;
+        tg_module *c = m->children[i].m;
+        const tg_module *after = i + 1 < m->n_children ? m->children[i + 1].m : NULL;
+        const int k = tg_module_output_count(c);
+        const bool all = k > 1 && after && after->vt->n_inputs == k;
+        tg_tensor *next[TG_MODULE_MAX_OUTPUTS] = {NULL};
+        int rc = all      ? tg_module_forward_outputs(c, next, n, cur)
+                 : n == 1 ? tg_module_forward(c, next, cur[0])
+                          : tg_module_forward_n(c, next, n, cur);
+        for (int j = 0; j < n; j++) tg_tensor_release(cur[j]);
+        if (rc < 0) return child_failed(c, m->children[i].name, rc);
+        n = all ? k : 1;
+        memcpy(cur, next, sizeof cur);
     }
-    *y = cur;
+    *y = cur[0];
     return TG_OK;
 }
 

@@ -330,6 +330,57 @@ int tg_module_forward_n(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs
     return forward(m, y, n, xs);
 }
 
+int tg_module_output_count(const tg_module *m)
+{
+    return m && m->vt->forward_outputs && m->vt->n_outputs > 1 ? m->vt->n_outputs : 1;
+}
+
+int tg_module_forward_outputs(tg_module *m, tg_tensor **ys, int n, tg_tensor *const *xs)
+{
+    TG_CHECK(ys != NULL, TG_EINVAL, "module_forward_outputs: ys must not be NULL");
+    const int k = tg_module_output_count(m);
+    if (k == 1) return tg_module_forward_n(m, ys, n, xs);
+    TG_CHECK(n >= 1 && xs != NULL, TG_EINVAL,
+             "module_forward_outputs: n=%d must be >= 1 with xs not NULL", n);
+    for (int i = 0; i < n; i++)
+        TG_CHECK(xs[i] != NULL, TG_EINVAL, "module_forward_outputs: xs[%d] must not be NULL",
+                 i);
+    /* the inputs forward_n takes, or forward's one */
+    const int want = m->vt->forward_n ? m->vt->n_inputs : 1;
+    TG_CHECK(want <= 0 || n == want || (n == 1 && m->vt->forward), TG_EINVAL,
+             "module_forward_outputs: %s takes %d inputs, got n=%d", tg_module_type_name(m),
+             want, n);
+    TG_CHECK(k <= TG_MODULE_MAX_OUTPUTS, TG_EINVAL,
+             "module_forward_outputs: %s's vtable has n_outputs=%d, above %d",
+             tg_module_type_name(m), k, TG_MODULE_MAX_OUTPUTS);
+    tg_tensor *r[TG_MODULE_MAX_OUTPUTS] = {NULL};
+    tg__callback_begin();
+    tg__lib_enter();
+    int rc = tg__module_compute(m);
+    if (rc == TG_OK) rc = m->vt->forward_outputs(m, r, n, xs);
+    tg__lib_leave();
+    for (int i = 0; rc >= 0 && i < k; i++)
+        if (!r[i])
+            rc = tg__error(TG_EINVAL, "module_forward_outputs: %s's forward returned TG_OK "
+                           "without output %d", tg_module_type_name(m), i);
+    if (rc < 0) {
+        for (int i = 0; i < k; i++) tg_tensor_release(r[i]);
+        char what[96];
+        snprintf(what, sizeof what, "module_forward_outputs: %s's forward",
+                 tg_module_type_name(m));
+        return tg__callback_end(what, rc);
+    }
+    for (int i = 0; i < k; i++) {   /* a failed capture releases its tensor */
+        rc = tg__scope_capture(&r[i], TG_OK);
+        if (rc < 0) {
+            for (int j = i + 1; j < k; j++) tg_tensor_release(r[j]);
+            return rc;
+        }
+        ys[i] = r[i];
+    }
+    return TG_OK;
+}
+
 void tg_module_train(tg_module *m, bool training)
 {
     if (!m) return;

@@ -32,6 +32,14 @@ static int tg__max_pool_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
     return tg_max_pool(y, x, s->ns, &s->p);
 }
 
+/* return_indices: (y, indices) */
+static int tg__max_pool_outputs(tg_module *m, tg_tensor **ys, int n, tg_tensor *const *xs)
+{
+    (void)n;   /* 1: tg_module_forward_outputs checks it against forward's */
+    const tg__pool_state *s = m->state;
+    return tg_max_pool_with_indices(&ys[0], &ys[1], xs[0], s->ns, &s->p);
+}
+
 static int tg__adaptive_avg_pool_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
 {
     const tg__pool_state *s = m->state;
@@ -85,6 +93,18 @@ static const tg_module_vtable tg__nn_max_pool_vt[TG_POOL_MAX_SPATIAL] = {
      .state_size = sizeof(tg__pool_state)},
     {.type_name = "MaxPool3d", .forward = tg__max_pool_forward, .release = free,
      .state_size = sizeof(tg__pool_state)}};
+/* The same with return_indices (tg_nn_max_pool_set_return_indices swaps
+ * the two): two outputs. */
+static const tg_module_vtable tg__nn_max_pool_ri_vt[TG_POOL_MAX_SPATIAL] = {
+    {.type_name = "MaxPool1d", .forward = tg__max_pool_forward, .release = free,
+     .state_size = sizeof(tg__pool_state), .forward_outputs = tg__max_pool_outputs,
+     .n_outputs = 2},
+    {.type_name = "MaxPool2d", .forward = tg__max_pool_forward, .release = free,
+     .state_size = sizeof(tg__pool_state), .forward_outputs = tg__max_pool_outputs,
+     .n_outputs = 2},
+    {.type_name = "MaxPool3d", .forward = tg__max_pool_forward, .release = free,
+     .state_size = sizeof(tg__pool_state), .forward_outputs = tg__max_pool_outputs,
+     .n_outputs = 2}};
 static const tg_module_vtable tg__nn_adaptive_avg_pool_vt[TG_POOL_MAX_SPATIAL] = {
     {.type_name = "AdaptiveAvgPool1d", .forward = tg__adaptive_avg_pool_forward,
      .release = free, .state_size = sizeof(tg__pool_state)},
@@ -122,6 +142,19 @@ int tg_nn_avg_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p)
 int tg_nn_max_pool_new(tg_module **out, int n_spatial, const tg_pool_params *p)
 {
     return tg__pool_new(out, TG__MAX_POOL, n_spatial, p);
+}
+
+int tg_nn_max_pool_set_return_indices(tg_module *m, bool on)
+{
+    const char *fn = "nn_max_pool_set_return_indices";
+    TG_CHECK(m != NULL, TG_EINVAL, "%s: m must not be NULL", fn);
+    for (int i = 0; i < TG_POOL_MAX_SPATIAL; i++)
+        if (m->vt == &tg__nn_max_pool_vt[i] || m->vt == &tg__nn_max_pool_ri_vt[i]) {
+            m->vt = on ? &tg__nn_max_pool_ri_vt[i] : &tg__nn_max_pool_vt[i];
+            return TG_OK;
+        }
+    return tg__error(TG_EINVAL, "%s: m is a %s module, not MaxPoolNd", fn,
+                     tg_module_type_name(m));
 }
 
 /* An adaptive pooling module (max: AdaptiveMaxPoolNd, else AdaptiveAvgPoolNd),
@@ -200,7 +233,9 @@ int tg_nn_upsample_antialias_new(tg_module **out, tg_upsample_mode mode, const i
 static bool tg__is_pool(const tg_module *m)
 {
     for (int i = 0; i < TG_POOL_MAX_SPATIAL; i++)
-        if (m->vt == &tg__nn_avg_pool_vt[i] || m->vt == &tg__nn_max_pool_vt[i]) return true;
+        if (m->vt == &tg__nn_avg_pool_vt[i] || m->vt == &tg__nn_max_pool_vt[i] ||
+            m->vt == &tg__nn_max_pool_ri_vt[i])
+            return true;
     return false;
 }
 

@@ -101,9 +101,12 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"AvgPool1d", tg__onnx_emit_pool, NULL, NULL, NULL},
     {"AvgPool2d", tg__onnx_emit_pool, NULL, NULL, NULL},
     {"AvgPool3d", tg__onnx_emit_pool, NULL, NULL, NULL},
-    {"MaxPool1d", tg__onnx_emit_pool, NULL, NULL, NULL},
-    {"MaxPool2d", tg__onnx_emit_pool, NULL, NULL, NULL},
-    {"MaxPool3d", tg__onnx_emit_pool, NULL, NULL, NULL},
+    {"MaxPool1d", tg__onnx_emit_pool, NULL, NULL, tg__onnx_extra_max_pool},
+    {"MaxPool2d", tg__onnx_emit_pool, NULL, NULL, tg__onnx_extra_max_pool},
+    {"MaxPool3d", tg__onnx_emit_pool, NULL, NULL, tg__onnx_extra_max_pool},
+    {"MaxUnpool1d", tg__onnx_emit_max_unpool, NULL, tg__onnx_inputs_max_unpool, NULL},
+    {"MaxUnpool2d", tg__onnx_emit_max_unpool, NULL, tg__onnx_inputs_max_unpool, NULL},
+    {"MaxUnpool3d", tg__onnx_emit_max_unpool, NULL, tg__onnx_inputs_max_unpool, NULL},
     {"AdaptiveAvgPool1d", tg__onnx_emit_adaptive_pool, NULL, NULL, NULL},
     {"AdaptiveAvgPool2d", tg__onnx_emit_adaptive_pool, NULL, NULL, NULL},
     {"AdaptiveAvgPool3d", tg__onnx_emit_adaptive_pool, NULL, NULL, NULL},
@@ -154,11 +157,23 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"KLDivLoss", tg__onnx_emit_kl_div, NULL, tg__onnx_inputs_loss, NULL},
 };
 
-/* A value of the graph: its name and tapegrad's tensor for it (owned). */
+/* A value of the graph: its name and tapegrad's tensor for it (owned);
+ * with n > 0, n more (owned) that a module hands with it to the next one
+ * taking them all (a MaxPool's indices to a MaxUnpool). */
 typedef struct tg__onnx_val {
     const char *name;
     tg_tensor *t;
+    int n;
+    const char *more[TG__ONNX_MAX_EXTRA];
+    tg_tensor *more_t[TG__ONNX_MAX_EXTRA];
 } tg__onnx_val;
+
+static void tg__onnx_val_release(tg__onnx_val *v)
+{
+    tg_tensor_release(v->t);
+    for (int i = 0; i < v->n; i++) tg_tensor_release(v->more_t[i]);
+    *v = (tg__onnx_val){0};
+}
 
 /* With extra_outputs on one graph input below a container: the last
  * module of the export (path: its state-dict path), whose outputs beyond
@@ -175,35 +190,63 @@ typedef struct tg__onnx_tail {
     int axes[TG__ONNX_MAX_EXTRA];
 } tg__onnx_tail;
 
+/* want: how many of m's outputs the next module takes (1, or all of a
+ * module of several outputs). */
 static int tg__onnx_walk(tg__onnx *g, tg_module *m, const char *path, const char *scope,
-                         tg__onnx_val x, tg__onnx_val *y, tg__onnx_tail *tail);
+                         tg__onnx_val x, tg__onnx_val *y, tg__onnx_tail *tail, int want);
 
+/* x.n > 0: the leaf takes x and x's more values as its inputs; want > 1:
+ * it gives all its outputs to the next module. */
 static int tg__onnx_leaf_export(tg__onnx *g, tg_module *m, const tg__onnx_leaf *leaf,
                                 const char *path, const char *scope, tg__onnx_val x,
-                                tg__onnx_val *y, tg__onnx_tail *tail)
+                                tg__onnx_val *y, tg__onnx_tail *tail, int want)
 {
     if (leaf->refuse) TG_TRY(leaf->refuse(m, path));
-    int axes[2];
-    if (leaf->inputs) TG_TRY(leaf->inputs(m, path, 1, &x.t, axes));
+    const int n = 1 + x.n;
+    tg_tensor *xts[1 + TG__ONNX_MAX_EXTRA] = {x.t};
+    const char *xs[1 + TG__ONNX_MAX_EXTRA] = {x.name};
+    for (int i = 0; i < x.n; i++) {
+        xts[1 + i] = x.more_t[i];
+        xs[1 + i] = x.more[i];
+    }
+    int axes[2 + TG__ONNX_MAX_EXTRA];
+    TG_CHECK(n == 1 || leaf->inputs, TG_EUNSUPPORTED,
+             "onnx_export: module '%s' (%s) is not supported: it takes the %d outputs of the "
+             "module before it, its export one input", path[0] ? path : "<top>",
+             tg_module_type_name(m), n);
+    if (leaf->inputs) TG_TRY(leaf->inputs(m, path, n, xts, axes));
     TG_ASSERT(leaf->emit != NULL);
     const bool last = tail && !strcmp(path, tail->path);
     TG_ASSERT(!last || leaf->extra != NULL);
-    tg_tensor *yt = NULL;
-    TG_TRY(tg_module_forward(m, &yt, x.t));
+    tg__onnx_val out = {.n = want - 1};
+    tg_tensor *yts[1 + TG__ONNX_MAX_EXTRA] = {NULL};
+    TG_TRY(want > 1 ? tg_module_forward_outputs(m, yts, n, xts)
+           : n > 1  ? tg_module_forward_n(m, yts, n, xts)
+                    : tg_module_forward(m, yts, x.t));
     tg__onnx_site s = {.g = g, .m = m, .path = path, .scope = scope, .x = x.name, .xt = x.t,
-                       .yt = yt, .extra = last ? tail->vals : NULL};
+                       .yt = yts[0], .n = n > 1 ? n : 0, .xs = n > 1 ? xs : NULL,
+                       .xts = n > 1 ? xts : NULL,
+                       .extra = last ? tail->vals : want > 1 ? out.more : NULL};
     const char *yname = NULL;
-    int rc = last ? leaf->extra(m, tail->o, 1, &x.t, tail->ys, tail->dflt, tail->axes) : 0;
+    int rc = last ? leaf->extra(m, tail->o, n, xts, tail->ys, tail->dflt, tail->axes) : 0;
     if (rc >= 0 && last) {
         tail->ne = rc;
         tail->found = true;
     }
     if (rc >= 0) rc = leaf->emit(&s, &yname);
+    for (int i = 1; rc >= 0 && i < want; i++)   /* a custom module under a leaf's name */
+        if (!out.more[i - 1])
+            rc = tg__error(TG_EUNSUPPORTED, "onnx_export: module '%s' (%s) is not supported: "
+                           "it gives %d outputs to the next module, its export only the first",
+                           path[0] ? path : "<top>", tg_module_type_name(m), want);
     if (rc < 0) {
-        tg_tensor_release(yt);
+        for (int i = 0; i < want; i++) tg_tensor_release(yts[i]);
         return rc;
     }
-    *y = (tg__onnx_val){yname, yt};
+    out.name = yname;
+    out.t = yts[0];
+    for (int i = 1; i < want; i++) out.more_t[i - 1] = yts[i];
+    *y = out;
     return TG_OK;
 }
 
@@ -230,18 +273,29 @@ static int tg__onnx_container(tg__onnx *g, tg_module *m, bool seq, const char *p
                               const char *scope, tg__onnx_val x, tg__onnx_val *y,
                               tg__onnx_tail *tail)
 {
-    tg__onnx_val cur = {x.name, tg_tensor_retain(x.t)};
+    TG_ASSERT(x.n == 0);   /* a container's forward takes one input */
+    tg__onnx_val cur = {.name = x.name, .t = tg_tensor_retain(x.t)};
     int rc = TG_OK;
-    for (int i = 0; i < tg_module_child_count(m) && rc >= 0; i++) {
+    const int nc = tg_module_child_count(m);
+    for (int i = 0; i < nc && rc >= 0; i++) {
         const char *name = tg_module_child_name_at(m, i);
         const char *cpath = path[0] ? tg__onnx_str(g, "%s.%s", path, name)
                                     : tg__onnx_str(g, "%s", name);
         const char *cscope = tg__onnx_str(g, "%s/%s", scope, name);
+        /* all of a child's outputs to a next child taking them, as the
+         * Sequential's forward hands them (tg_nn_sequential_new) */
+        tg_module *c = tg_module_child_at(m, i);
+        const int k = tg_module_output_count(c);
+        const bool all = seq && k > 1 && i + 1 < nc &&
+                         tg_module_child_at(m, i + 1)->vt->n_inputs == k;
         tg__onnx_val next = {0};
-        rc = cpath && cscope
-                 ? tg__onnx_walk(g, tg_module_child_at(m, i), cpath, cscope, cur, &next, tail)
-                 : TG_ENOMEM;
-        tg_tensor_release(cur.t);
+        rc = !cpath || !cscope ? TG_ENOMEM
+             : all && k > 1 + TG__ONNX_MAX_EXTRA
+                 ? tg__error(TG_EUNSUPPORTED, "onnx_export: module '%s' (%s) is not "
+                             "supported: it gives %d outputs to the next module, above %d",
+                             cpath, tg_module_type_name(c), k, 1 + TG__ONNX_MAX_EXTRA)
+                 : tg__onnx_walk(g, c, cpath, cscope, cur, &next, tail, all ? k : 1);
+        tg__onnx_val_release(&cur);
         cur = next;
     }
     if (rc >= 0) {   /* the container's own forward computes what the graph does */
@@ -255,7 +309,7 @@ static int tg__onnx_container(tg__onnx *g, tg_module *m, bool seq, const char *p
         tg_tensor_release(own);
     }
     if (rc < 0) {
-        tg_tensor_release(cur.t);
+        tg__onnx_val_release(&cur);
         return rc;
     }
     *y = cur;
@@ -282,7 +336,7 @@ static const tg__onnx_leaf *tg__onnx_find_leaf(const tg_module *m)
 }
 
 static int tg__onnx_walk(tg__onnx *g, tg_module *m, const char *path, const char *scope,
-                         tg__onnx_val x, tg__onnx_val *y, tg__onnx_tail *tail)
+                         tg__onnx_val x, tg__onnx_val *y, tg__onnx_tail *tail, int want)
 {
     const char *type = tg_module_type_name(m);
     if (tg__onnx_is_container(m))
@@ -292,9 +346,9 @@ static int tg__onnx_walk(tg__onnx *g, tg_module *m, const char *path, const char
     static const tg__onnx_leaf act = {"Activation", tg__onnx_emit_activation, NULL, NULL,
                                       NULL};
     if (tg__nn_is_basic_activation(m))
-        return tg__onnx_leaf_export(g, m, &act, path, scope, x, y, tail);
+        return tg__onnx_leaf_export(g, m, &act, path, scope, x, y, tail, want);
     const tg__onnx_leaf *leaf = tg__onnx_find_leaf(m);
-    if (leaf) return tg__onnx_leaf_export(g, m, leaf, path, scope, x, y, tail);
+    if (leaf) return tg__onnx_leaf_export(g, m, leaf, path, scope, x, y, tail, want);
     return tg__error(TG_EUNSUPPORTED,
                      "onnx_export: module '%s' (%s) is not supported (docs/onnx.md lists the "
                      "modules that export)", path[0] ? path : "<top>", type);
@@ -304,7 +358,7 @@ int tg__onnx_emit_module(const tg__onnx_site *s, const char **y)
 {
     tg__onnx_val out = {0};
     TG_TRY(tg__onnx_walk(s->g, s->m, s->path, s->scope,
-                         (tg__onnx_val){s->x, (tg_tensor *)s->xt}, &out, NULL));
+                         (tg__onnx_val){.name = s->x, .t = (tg_tensor *)s->xt}, &out, NULL, 1));
     tg_tensor_release(out.t);
     *y = out.name;
     return TG_OK;
@@ -413,9 +467,10 @@ static int tg__onnx_refuse_extra(const tg_module *m, const char *path)
 {
     return tg__error(TG_EUNSUPPORTED,
                      "onnx_export: extra_outputs: module '%s' (%s) is not supported: only an "
-                     "RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell or MultiheadAttention at the "
-                     "top of the export, or an RNN, LSTM, GRU or cell last in a Sequential "
-                     "there, gives outputs beyond its first", path[0] ? path : "<top>",
+                     "RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell, MaxPoolNd or "
+                     "MultiheadAttention at the top of the export, or an RNN, LSTM, GRU, cell "
+                     "or MaxPoolNd last in a Sequential there, gives outputs beyond its first",
+                     path[0] ? path : "<top>",
                      tg_module_type_name(m));
 }
 
@@ -447,7 +502,7 @@ static int tg__onnx_finish_extra(tg__onnx *g, int ne, tg_tensor *const *ys,
 {
     const char *const *want = o->extra_output_names ? o->extra_output_names : dflt;
     for (int i = 0; i < ne; i++) {
-        TG_ASSERT(vals[i] != NULL && tg_tensor_dtype(ys[i]) == TG_F32);
+        TG_ASSERT(vals[i] != NULL);   /* f32, or a MaxPool's i64 indices */
         TG_CHECK(want[i] && want[i][0] && strcmp(want[i], o->output_name), TG_EINVAL,
                  "onnx_export: extra output %d must have a non-empty name other than the "
                  "output's ('%s')", i, o->output_name);
@@ -459,7 +514,7 @@ static int tg__onnx_finish_extra(tg__onnx *g, int ne, tg_tensor *const *ys,
             TG_CHECK(strcmp(want[i], want[j]), TG_EINVAL,
                      "onnx_export: extra outputs %d and %d are both named '%s'", j, i, want[i]);
         TG_TRY(tg__onnx_rename(g, vals[i], want[i]));
-        TG_TRY(tg__onnx_io_axis(g, true, want[i], TG__ONNX_FLOAT, tg_tensor_ndim(ys[i]),
+        TG_TRY(tg__onnx_io_axis(g, true, want[i], tg__onnx_dt(ys[i]), tg_tensor_ndim(ys[i]),
                                 tg_tensor_shape(ys[i]), o->dynamic_batch ? axes[i] : -1));
     }
     return TG_OK;
@@ -474,7 +529,8 @@ static int tg__onnx_build(tg__onnx *g, tg_module *m, tg_tensor *x, const tg_onnx
     TG_TRY(tg__onnx_io(g, false, o->input_name, tg__onnx_dt(x), tg_tensor_ndim(x),
                        tg_tensor_shape(x), o->dynamic_batch));
     tg__onnx_val y = {0};
-    int rc = tg__onnx_walk(g, m, "", "", (tg__onnx_val){o->input_name, x}, &y, tp);
+    const tg__onnx_val in = {.name = o->input_name, .t = x};
+    int rc = tg__onnx_walk(g, m, "", "", in, &y, tp, 1);
     if (rc >= 0) rc = tg__onnx_finish(g, y, 1, &o->input_name, o, o->dynamic_batch ? 0 : -1);
     if (rc >= 0 && tp) {
         TG_ASSERT(tail.found);
@@ -502,8 +558,9 @@ static int tg__onnx_build_n(tg__onnx *g, tg_module *m, int n, tg_tensor *const *
     TG_CHECK(n == 1 || (leaf && leaf->inputs && !tg__nn_is_basic_activation(m)), TG_EINVAL,
              "onnx_export: module '<top>' (%s) takes one graph input, not %d (a "
              "MultiheadAttention, a module of the Transformer family, RNN, LSTM, GRU, "
-             "Bilinear, CosineSimilarity, PairwiseDistance, CrossEntropyLoss, NLLLoss, "
-             "BCEWithLogitsLoss or KLDivLoss at the top takes several: docs/onnx.md)", type, n);
+             "Bilinear, CosineSimilarity, PairwiseDistance, MaxUnpoolNd, CrossEntropyLoss, "
+             "NLLLoss, BCEWithLogitsLoss or KLDivLoss at the top takes several: docs/onnx.md)",
+             type, n);
     /* the Transformer family's optional inputs may be left out (NULL), and
      * its forward takes the masks, which tg_module_forward_n does not; so
      * do a MultiheadAttention's masks after query, key and value */
@@ -513,8 +570,8 @@ static int tg__onnx_build_n(tg__onnx *g, tg_module *m, int n, tg_tensor *const *
         TG_CHECK(xs[i] != NULL || (mha && i >= 3), TG_EINVAL,
                  "onnx_export: example_inputs[%d] must not be NULL", i);
     if (leaf->refuse) TG_TRY(leaf->refuse(m, ""));
-    int axes[TG__ONNX_MAX_INPUTS + 1];
-    TG_TRY(leaf->inputs(m, "", n, xs, axes));
+    int axes[TG__ONNX_MAX_INPUTS + 1] = {0, 0};   /* a leaf of one input: batch axis 0 */
+    if (leaf->inputs) TG_TRY(leaf->inputs(m, "", n, xs, axes));
     for (int i = 0; i < n; i++)
         if (xs[i])
             TG_TRY(tg__onnx_io_axis(g, false, names[i], tg__onnx_dt(xs[i]),
@@ -531,7 +588,7 @@ static int tg__onnx_build_n(tg__onnx *g, tg_module *m, int n, tg_tensor *const *
     tg__onnx_site s = {.g = g, .m = m, .path = "", .scope = "", .x = names[0], .xt = xs[0],
                        .yt = yt, .n = n, .xs = names, .xts = xs,
                        .extra = o->extra_outputs ? vals : NULL};
-    tg__onnx_val y = {NULL, yt};
+    tg__onnx_val y = {.t = yt};
     if (rc >= 0) rc = leaf->emit(&s, &y.name);
     if (rc >= 0) rc = tg__onnx_finish(g, y, n, names, o, o->dynamic_batch ? axes[n] : -1);
     if (rc >= 0) rc = tg__onnx_finish_extra(g, ne, ys, vals, dflt, eaxes, n, names, o);

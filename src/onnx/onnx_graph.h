@@ -98,15 +98,18 @@ typedef struct tg__onnx_site {
     const char *x;             /* the input value's name */
     const tg_tensor *xt, *yt;  /* tapegrad's input and output (borrowed) */
     /* A leaf at the top of tg_onnx_export_n (and the layers of a
-     * Transformer stack there): its n graph inputs' names (xs[0] == x) and
-     * tapegrad's tensors for them (xts[0] == xt), both NULL at an optional
-     * input left out; n 0 and both NULL elsewhere. */
+     * Transformer stack there), or one in a Sequential given all outputs
+     * of the module before it (a MaxUnpool after a MaxPool with
+     * return_indices): its n inputs' names (xs[0] == x) and tapegrad's
+     * tensors for them (xts[0] == xt), both NULL at an optional input left
+     * out; n 0 and both NULL elsewhere. */
     int n;
     const char *const *xs;
     tg_tensor *const *xts;
-    /* The top module of an export with extra_outputs: the emitter puts
-     * the values of its outputs beyond the first here, in the order of
-     * its extra rule; NULL elsewhere. */
+    /* The top module of an export with extra_outputs, or a module in a
+     * Sequential whose next takes all its outputs: the emitter puts the
+     * values of its outputs beyond the first here, in the order of its
+     * extra rule; NULL elsewhere. */
     const char **extra;
 } tg__onnx_site;
 
@@ -188,8 +191,24 @@ int tg__onnx_emit_fold(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_upsample(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_pool(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_adaptive_pool(const tg__onnx_site *s, const char **y);
-/* LPPoolNd as LpPool (an even integer norm_type only; onnx_pool.c). */
+/* LPPoolNd as LpPool (an even integer norm_type, no ceil_mode window cut
+ * short), otherwise as torch's avg_pool composition (onnx_pool.c). */
 int tg__onnx_emit_lp_pool(const tg__onnx_site *s, const char **y);
+/* A MaxPool's torch indices (onnx_unpool.c): node n (the MaxPool, NULL
+ * after a -inf Pad: refused) gets its Indices output, and *idx their value
+ * within each (n, c) plane, as torch's; a window of no element of x
+ * (torch's -1) refused.  p: the MaxPool's parameters. */
+int tg__onnx_pool_indices(const tg__onnx_site *s, int ns, const tg_pool_params *p,
+                          tg__onnx_node *n, const char **idx);
+/* MaxUnpoolNd on s's two inputs (x, indices) as MaxUnpool after torch's
+ * indices are made ONNX's; its inputs rule (n 2, f32 and i64); the extra
+ * rule of a MaxPoolNd with return_indices (its indices, i64, "indices";
+ * none without) (onnx_unpool.c). */
+int tg__onnx_emit_max_unpool(const tg__onnx_site *s, const char **y);
+int tg__onnx_inputs_max_unpool(const tg_module *m, const char *path, int n, tg_tensor *const *xs,
+                               int *axes);
+int tg__onnx_extra_max_pool(tg_module *m, const tg_onnx_options *opt, int n, tg_tensor *const *xs,
+                            tg_tensor **ys, const char **names, int *axes);
 /* TG_EUNSUPPORTED naming the module and onnx_op unless s's input is (N, C,
  * S...) with ns spatial dims (onnx_pool.c). */
 int tg__onnx_need_batched(const tg__onnx_site *s, int ns, const char *onnx_op);

@@ -16,7 +16,10 @@
  *                 no coordinate_transformation_mode gives: refused
  *   AvgPoolNd  -> AveragePool(kernel_shape, strides, pads,
  *                 count_include_pad), ceil_mode 0
- *   MaxPoolNd  -> MaxPool(kernel_shape, strides, pads, dilations), ceil_mode 0
+ *   MaxPoolNd  -> MaxPool(kernel_shape, strides, pads, dilations), ceil_mode 0;
+ *                 with return_indices, where its indices are wanted (by a
+ *                 MaxUnpool after it, or as an extra output), MaxPool's
+ *                 Indices made torch's (onnx_unpool.c)
  *   AdaptiveAvgPoolNd -> GlobalAveragePool when every output extent is 1;
  *                 AveragePool(kernel_shape = strides = I/O, no pads) when
  *                 each output extent O divides the input's I (the same
@@ -24,11 +27,13 @@
  *                 windows overlap unevenly
  *   AdaptiveMaxPoolNd -> GlobalMaxPool or MaxPool the same way (ties and
  *                 NaNs as ONNX Runtime's MaxPool takes them)
- *   LPPoolNd   -> LpPool(kernel_shape, strides, pads 0, p): ONNX sums
- *                 |x|^p, torch x^p, the same for an even integer p only
- *                 (others refused); a ceil_mode window cut short by x's
- *                 end, which torch averages over its part and multiplies
- *                 by the kernel's size, is refused too
+ *   LPPoolNd   -> LpPool(kernel_shape, strides, pads 0, p) for an even
+ *                 integer p without a ceil_mode window cut short by x's
+ *                 end; otherwise torch's own composition, Pow,
+ *                 AveragePool, Sign, Abs, Relu, Mul, Mul, Pow: ONNX's
+ *                 LpPool sums |x|^p, torch x^p, and torch averages a
+ *                 window cut short over its part, then multiplies by the
+ *                 kernel's size
  * ONNX's ceil_mode is not PyTorch's: opset 17 rounds the output extent up
  * without dropping a window that would start in the right padding, and
  * AveragePool's count_include_pad counts every padded element of a window.
@@ -156,6 +161,44 @@ int tg__onnx_need_batched(const tg__onnx_site *s, int ns, const char *onnx_op)
     return TG_OK;
 }
 
+/* The AveragePool (avg) or MaxPool of p on value x of s's input's shape,
+ * with s's output's extents, into *y; *node: the MaxPool node (NULL after a
+ * Pad of -inf, or for avg), whose Indices a caller may add. */
+static int tg__onnx_pool_nodes(const tg__onnx_site *s, int ns, const tg_pool_params *p,
+                               bool avg, const char *x, const char **y, tg__onnx_node **node)
+{
+    /* pads (begin..., end...): p's, the ends grown for ceil_mode */
+    int64_t pads[2 * TG_POOL_MAX_SPATIAL];
+    bool grown = false;
+    for (int a = 0; a < ns; a++) {
+        const int64_t in = tg_tensor_dim(s->xt, 2 + a), out = tg_tensor_dim(s->yt, 2 + a);
+        const int64_t extra = (out - 1) * p->stride[a] + p->dilation[a] * (p->kernel[a] - 1) + 1 -
+                              (in + 2 * p->padding[a]);
+        pads[a] = p->padding[a];
+        pads[ns + a] = p->padding[a] + (extra > 0 ? extra : 0);
+        grown |= extra > 0;
+    }
+    const char *t = NULL;
+    bool reach = false;   /* a MaxPool pad as large as the kernel */
+    for (int a = 0; !avg && a < ns; a++) reach |= pads[ns + a] >= p->kernel[a];
+    if (reach) {
+        TG_TRY(tg__onnx_pool_pad(s, ns, pads, -INFINITY, &x));
+        memset(pads, 0, sizeof pads);
+    }
+    const bool rescale = avg && p->count_include_pad && grown;
+    tg__onnx_node *n = NULL;
+    TG_TRY(tg__onnx_add(s->g, &n, rescale ? &t : y, s->scope, avg ? "AveragePool" : "MaxPool", 1,
+                        (const char *const[]){x}));
+    *node = avg || reach ? NULL : n;
+    TG_TRY(tg__onnx_attr_ints(s->g, n, "kernel_shape", ns, p->kernel));
+    TG_TRY(tg__onnx_attr_ints(s->g, n, "strides", ns, p->stride));
+    TG_TRY(tg__onnx_attr_ints(s->g, n, "pads", 2 * ns, pads));
+    TG_TRY(tg__onnx_attr_int(s->g, n, "ceil_mode", 0));
+    if (!avg) return tg__onnx_attr_ints(s->g, n, "dilations", ns, p->dilation);
+    TG_TRY(tg__onnx_attr_int(s->g, n, "count_include_pad", p->count_include_pad));
+    return rescale ? tg__onnx_pool_rescale(s, ns, p, t, y) : TG_OK;
+}
+
 int tg__onnx_emit_pool(const tg__onnx_site *s, const char **y)
 {
     int ns;
@@ -164,35 +207,12 @@ int tg__onnx_emit_pool(const tg__onnx_site *s, const char **y)
     const char *type = tg_module_type_name(s->m);
     const bool avg = !strncmp(type, "AvgPool", 7);
     TG_TRY(tg__onnx_need_batched(s, ns, avg ? "AveragePool" : "MaxPool"));
-    /* pads (begin..., end...): p's, the ends grown for ceil_mode */
-    int64_t pads[2 * TG_POOL_MAX_SPATIAL];
-    bool grown = false;
-    for (int a = 0; a < ns; a++) {
-        const int64_t in = tg_tensor_dim(s->xt, 2 + a), out = tg_tensor_dim(s->yt, 2 + a);
-        const int64_t extra = (out - 1) * p.stride[a] + p.dilation[a] * (p.kernel[a] - 1) + 1 -
-                              (in + 2 * p.padding[a]);
-        pads[a] = p.padding[a];
-        pads[ns + a] = p.padding[a] + (extra > 0 ? extra : 0);
-        grown |= extra > 0;
-    }
-    const char *x = s->x, *t = NULL;
-    bool reach = false;   /* a MaxPool pad as large as the kernel */
-    for (int a = 0; !avg && a < ns; a++) reach |= pads[ns + a] >= p.kernel[a];
-    if (reach) {
-        TG_TRY(tg__onnx_pool_pad(s, ns, pads, -INFINITY, &x));
-        memset(pads, 0, sizeof pads);
-    }
-    const bool rescale = avg && p.count_include_pad && grown;
     tg__onnx_node *n = NULL;
-    TG_TRY(tg__onnx_add(s->g, &n, rescale ? &t : y, s->scope, avg ? "AveragePool" : "MaxPool", 1,
-                        (const char *const[]){x}));
-    TG_TRY(tg__onnx_attr_ints(s->g, n, "kernel_shape", ns, p.kernel));
-    TG_TRY(tg__onnx_attr_ints(s->g, n, "strides", ns, p.stride));
-    TG_TRY(tg__onnx_attr_ints(s->g, n, "pads", 2 * ns, pads));
-    TG_TRY(tg__onnx_attr_int(s->g, n, "ceil_mode", 0));
-    if (!avg) return tg__onnx_attr_ints(s->g, n, "dilations", ns, p.dilation);
-    TG_TRY(tg__onnx_attr_int(s->g, n, "count_include_pad", p.count_include_pad));
-    return rescale ? tg__onnx_pool_rescale(s, ns, &p, t, y) : TG_OK;
+    TG_TRY(tg__onnx_pool_nodes(s, ns, &p, avg, s->x, y, &n));
+    /* return_indices, its indices wanted (by the next module or as an
+     * extra output) */
+    if (avg || !s->extra || tg_module_output_count(s->m) < 2) return TG_OK;
+    return tg__onnx_pool_indices(s, ns, &p, n, &s->extra[0]);
 }
 
 int tg__onnx_emit_adaptive_pool(const tg__onnx_site *s, const char **y)
@@ -227,24 +247,51 @@ int tg__onnx_emit_adaptive_pool(const tg__onnx_site *s, const char **y)
     return max ? TG_OK : tg__onnx_attr_int(s->g, n, "count_include_pad", 0);
 }
 
+/* torch 1.13's F.lp_pool1d/2d written out as it computes it:
+ *   out = avg_pool(x^p)   (padding 0, ceil_mode's windows cut short by x's
+ *                          end averaged over their part)
+ *   y = (sign(out) * relu(|out|) * prod k)^(1/p)
+ * so an odd or fractional p gives torch's values on negative x too (a
+ * negative sum under a fractional root is NaN in both). */
+static int tg__onnx_lp_pool_nodes(const tg__onnx_site *s, int ns, double pn,
+                                  const tg_pool_params *p, const char **y)
+{
+    double k = 1;
+    for (int a = 0; a < ns; a++) k *= (double)p->kernel[a];
+    tg_pool_params q = *p;
+    q.count_include_pad = false;   /* no padding: the count is of x's elements either way */
+    const char *pw = tg__onnx_const(s->g, s->scope, "norm_type", (float)pn);
+    const char *root = tg__onnx_const(s->g, s->scope, "inv_norm_type", (float)(1.0 / pn));
+    const char *size = tg__onnx_const(s->g, s->scope, "kernel_size", (float)k);
+    if (!pw || !root || !size) return TG_ENOMEM;
+    const char *t = NULL, *sign = NULL, *mag = NULL;
+    tg__onnx_node *unused = NULL;
+    TG_TRY(tg__onnx_add(s->g, NULL, &t, s->scope, "Pow", 2, (const char *const[]){s->x, pw}));
+    TG_TRY(tg__onnx_pool_nodes(s, ns, &q, true, t, &t, &unused));
+    TG_TRY(tg__onnx_unary(s->g, s->scope, "Sign", t, NULL, &sign));
+    TG_TRY(tg__onnx_unary(s->g, s->scope, "Abs", t, NULL, &mag));
+    TG_TRY(tg__onnx_unary(s->g, s->scope, "Relu", mag, NULL, &mag));
+    TG_TRY(tg__onnx_add(s->g, NULL, &t, s->scope, "Mul", 2, (const char *const[]){sign, mag}));
+    TG_TRY(tg__onnx_add(s->g, NULL, &t, s->scope, "Mul", 2, (const char *const[]){t, size}));
+    return tg__onnx_add(s->g, NULL, y, s->scope, "Pow", 2, (const char *const[]){t, root});
+}
+
 int tg__onnx_emit_lp_pool(const tg__onnx_site *s, const char **y)
 {
     int ns;
     double pn;
     tg_pool_params p;
     TG_TRY(tg_nn_lp_pool_params(s->m, &ns, &pn, &p));
-    const char *path = s->path[0] ? s->path : "<top>", *type = tg_module_type_name(s->m);
     TG_TRY(tg__onnx_need_batched(s, ns, "LpPool"));
-    TG_CHECK(pn > 0 && pn <= 64 && fmod(pn, 2) == 0, TG_EUNSUPPORTED,
-             "onnx_export: module '%s' (%s) has norm_type %g: ONNX's LpPool sums |x|^p and "
-             "torch's LPPool x^p, the same only for an even integer p", path, type, pn);
+    /* LpPool sums |x|^p over whole windows: torch's for an even p when no
+     * ceil_mode window is cut short by x's end (torch scales such a window
+     * by the kernel's size over its count) */
+    bool lp = pn > 0 && pn <= 64 && fmod(pn, 2) == 0;
     for (int a = 0; a < ns; a++) {
         const int64_t in = tg_tensor_dim(s->xt, 2 + a), out = tg_tensor_dim(s->yt, 2 + a);
-        TG_CHECK((out - 1) * p.stride[a] + p.kernel[a] <= in, TG_EUNSUPPORTED,
-                 "onnx_export: module '%s' (%s) has a ceil_mode window cut short by the end "
-                 "of spatial dim %d (extent %lld): torch scales it by the kernel's size over "
-                 "its count, which LpPool does not", path, type, a, (long long)in);
+        lp &= (out - 1) * p.stride[a] + p.kernel[a] <= in;
     }
+    if (!lp) return tg__onnx_lp_pool_nodes(s, ns, pn, &p, y);
     const int64_t zeros[2 * TG_POOL_MAX_SPATIAL] = {0};
     tg__onnx_node *n = NULL;
     TG_TRY(tg__onnx_add(s->g, &n, y, s->scope, "LpPool", 1, (const char *const[]){s->x}));
