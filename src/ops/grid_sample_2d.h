@@ -307,28 +307,52 @@ static int gs2_count(const gs_job *j, int64_t q, int64_t hi)
     return n < GS2_B ? (int)n : GS2_B;
 }
 
+/* out[n, c, p .. p + nb) for every c (q = n P + p) from one block's nk taps,
+ * off and w laid out as [nk][GS2_B]. */
+static void gs2_block_forward(const gs_job *j, int64_t q, const int32_t *off, const float *w,
+                              int nk, int nb)
+{
+    const int64_t P = j->npts, C = j->C, plane = j->in_plane, n = q / P;
+    const float *x = (const float *)j->x + n * C * plane;
+    float *y = (float *)j->y + n * C * P + q % P;
+    for (int64_t c = 0; c < C; c++, x += plane, y += P) {
+#ifdef GS2_X86
+        if (j->level == 2) {
+            gs2_chan_avx512(x, y, off, w, nk, nb);
+            continue;
+        }
+#endif
+        gs2_chan_portable(x, y, off, w, nk, nb);
+    }
+}
+
+/* d input of channels [c0, c1) of the sample holding point q from one block's
+ * nk taps (as gs2_block_forward's): dx[o] += w g over the points in order. */
+static void gs2_block_dinput(const gs_job *j, int64_t q, int64_t c0, int64_t c1,
+                             const int32_t *off, const float *w, int nk, int nb)
+{
+    const int64_t P = j->npts, C = j->C, plane = j->in_plane, n = q / P;
+    for (int64_t c = c0; c < c1; c++) {
+        float *dx = (float *)j->dx + (n * C + c) * plane;
+        const float *g = (const float *)j->g + (n * C + c) * P + q % P;
+        for (int i = 0; i < nb; i++)
+            for (int k = 0; k < nk; k++) {
+                const int32_t o = off[k * GS2_B + i];
+                if (o >= 0) dx[o] += w[k * GS2_B + i] * g[i];
+            }
+    }
+}
+
 /* Points [lo, hi) of the flat (N, P) range: out[n, c, p] for every c. */
 static void gs2_forward(void *job, int64_t lo, int64_t hi)
 {
     const gs_job *j = job;
-    const int64_t P = j->npts, C = j->C, plane = j->in_plane;
     const int nk = j->mode == TG_GRID_SAMPLE_NEAREST ? 1 : 4;
     gs2_block b;
     for (int64_t q = lo; q < hi;) {
         const int nb = gs2_count(j, q, hi);
-        const int64_t n = q / P, p = q % P;
         gs2_block_of(j, (const float *)j->grid + 2 * q, nb, &b);
-        const float *x = (const float *)j->x + n * C * plane;
-        float *y = (float *)j->y + n * C * P + p;
-        for (int64_t c = 0; c < C; c++, x += plane, y += P) {
-#ifdef GS2_X86
-            if (j->level == 2) {
-                gs2_chan_avx512(x, y, (const int32_t *)b.off, (const float *)b.w, nk, nb);
-                continue;
-            }
-#endif
-            gs2_chan_portable(x, y, (const int32_t *)b.off, (const float *)b.w, nk, nb);
-        }
+        gs2_block_forward(j, q, (const int32_t *)b.off, (const float *)b.w, nk, nb);
         q += nb;
     }
 }
@@ -338,7 +362,7 @@ static void gs2_forward(void *job, int64_t lo, int64_t hi)
 static void gs2_dinput(void *job, int64_t lo, int64_t hi)
 {
     const gs_job *j = job;
-    const int64_t P = j->npts, C = j->C, plane = j->in_plane, G = j->groups;
+    const int64_t P = j->npts, C = j->C, G = j->groups;
     const int nk = j->mode == TG_GRID_SAMPLE_NEAREST ? 1 : 4;
     gs2_block b;
     for (int64_t e = lo; e < hi; e++) {
@@ -346,15 +370,7 @@ static void gs2_dinput(void *job, int64_t lo, int64_t hi)
         for (int64_t q = n * P; q < (n + 1) * P;) {
             const int nb = gs2_count(j, q, (n + 1) * P);
             gs2_block_of(j, (const float *)j->grid + 2 * q, nb, &b);
-            for (int64_t c = c0; c < c1; c++) {
-                float *dx = (float *)j->dx + (n * C + c) * plane;
-                const float *g = (const float *)j->g + (n * C + c) * P + q % P;
-                for (int i = 0; i < nb; i++)
-                    for (int k = 0; k < nk; k++) {
-                        const int32_t o = b.off[k][i];
-                        if (o >= 0) dx[o] += b.w[k][i] * g[i];
-                    }
-            }
+            gs2_block_dinput(j, q, c0, c1, (const int32_t *)b.off, (const float *)b.w, nk, nb);
             q += nb;
         }
     }

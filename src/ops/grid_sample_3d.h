@@ -205,24 +205,12 @@ static void gs3_block_of(const gs_job *j, const float *gp, int nb, gs3_block *b)
 static void gs3_forward(void *job, int64_t lo, int64_t hi)
 {
     const gs_job *j = job;
-    const int64_t P = j->npts, C = j->C, plane = j->in_plane;
     const int nk = j->mode == TG_GRID_SAMPLE_NEAREST ? 1 : 8;
     gs3_block b;
     for (int64_t q = lo; q < hi;) {
         const int nb = gs2_count(j, q, hi);
-        const int64_t n = q / P, p = q % P;
         gs3_block_of(j, (const float *)j->grid + 3 * q, nb, &b);
-        const float *x = (const float *)j->x + n * C * plane;
-        float *y = (float *)j->y + n * C * P + p;
-        for (int64_t c = 0; c < C; c++, x += plane, y += P) {
-#ifdef GS2_X86
-            if (j->level == 2) {
-                gs2_chan_avx512(x, y, (const int32_t *)b.off, (const float *)b.w, nk, nb);
-                continue;
-            }
-#endif
-            gs2_chan_portable(x, y, (const int32_t *)b.off, (const float *)b.w, nk, nb);
-        }
+        gs2_block_forward(j, q, (const int32_t *)b.off, (const float *)b.w, nk, nb);
         q += nb;
     }
 }
@@ -232,7 +220,7 @@ static void gs3_forward(void *job, int64_t lo, int64_t hi)
 static void gs3_dinput(void *job, int64_t lo, int64_t hi)
 {
     const gs_job *j = job;
-    const int64_t P = j->npts, C = j->C, plane = j->in_plane, G = j->groups;
+    const int64_t P = j->npts, C = j->C, G = j->groups;
     const int nk = j->mode == TG_GRID_SAMPLE_NEAREST ? 1 : 8;
     gs3_block b;
     for (int64_t e = lo; e < hi; e++) {
@@ -240,15 +228,7 @@ static void gs3_dinput(void *job, int64_t lo, int64_t hi)
         for (int64_t q = n * P; q < (n + 1) * P;) {
             const int nb = gs2_count(j, q, (n + 1) * P);
             gs3_block_of(j, (const float *)j->grid + 3 * q, nb, &b);
-            for (int64_t c = c0; c < c1; c++) {
-                float *dx = (float *)j->dx + (n * C + c) * plane;
-                const float *g = (const float *)j->g + (n * C + c) * P + q % P;
-                for (int i = 0; i < nb; i++)
-                    for (int k = 0; k < nk; k++) {
-                        const int32_t o = b.off[k][i];
-                        if (o >= 0) dx[o] += b.w[k][i] * g[i];
-                    }
-            }
+            gs2_block_dinput(j, q, c0, c1, (const int32_t *)b.off, (const float *)b.w, nk, nb);
             q += nb;
         }
     }
