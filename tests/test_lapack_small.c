@@ -1,6 +1,6 @@
-/* tests/test_lapack_small.c - the plain-loop LU, its solves, Cholesky and
- * triangular solves of small matrices (src/core/lapack_small.c) against
- * LAPACK's own routines called directly, and the batched functions of
+/* tests/test_lapack_small.c - the plain-loop LU, its solves, Cholesky,
+ * triangular solves and Householder QR of small matrices
+ * (src/core/lapack_small.c) against LAPACK's own routines called directly, and the batched functions of
  * tapegrad/linalg.h that use them on the thread pool.
  *
  * The pivots must be LAPACK's (the first row of largest |value|), so they
@@ -29,6 +29,12 @@ extern void sgetrf_(const int *m, const int *n, float *a, const int *lda, int *i
 extern void dgetrs_(const char *trans, const int *n, const int *nrhs, const double *a,
                     const int *lda, const int *ipiv, double *b, const int *ldb, int *info,
                     size_t trans_len);
+extern void dgeqrf_(const int *m, const int *n, double *a, const int *lda, double *tau,
+                    double *work, const int *lwork, int *info);
+extern void sgeqrf_(const int *m, const int *n, float *a, const int *lda, float *tau, float *work,
+                    const int *lwork, int *info);
+extern void dorgqr_(const int *m, const int *n, const int *k, double *a, const int *lda,
+                    const double *tau, double *work, const int *lwork, int *info);
 extern void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info,
                     size_t uplo_len);
 
@@ -200,6 +206,113 @@ Test(lapack_small, trsm_matches_blas)
         }
 }
 
+/* The small geqrf and LAPACK's on the column-major m x n a, f64 and f32:
+ * R, the reflectors and tau within rounding; then, for m >= n, the small
+ * orgqr and LAPACK's on LAPACK's factors, with k = n and k = n - 1
+ * reflectors. */
+static void check_geqrf(int m, int n, const double *a)
+{
+    enum { LW = 64 * NMAX };
+    double x[NMAX * NMAX], y[NMAX * NMAX], tx[NMAX], ty[NMAX], work[LW];
+    const int k = m < n ? m : n, lw = LW;
+    int info = 0;
+    memcpy(x, a, sizeof(double) * (size_t)(m * n));
+    memcpy(y, a, sizeof(double) * (size_t)(m * n));
+    tg__small_geqrf(TG_F64, m, n, x, tx);
+    dgeqrf_(&m, &n, y, &m, ty, work, &lw, &info);
+    cr_assert(eq(int, info, 0));
+    cr_assert(close_to(x, y, m * n, m, DBL_EPSILON), "f64 %d x %d: R and reflectors", m, n);
+    cr_assert(close_to(tx, ty, k, m, DBL_EPSILON), "f64 %d x %d: tau", m, n);
+    float xf[NMAX * NMAX], yf[NMAX * NMAX], txf[NMAX], tyf[NMAX], workf[LW];
+    for (int i = 0; i < m * n; i++) xf[i] = yf[i] = (float)a[i];
+    tg__small_geqrf(TG_F32, m, n, xf, txf);
+    sgeqrf_(&m, &n, yf, &m, tyf, workf, &lw, &info);
+    for (int i = 0; i < m * n; i++) x[i] = xf[i], y[i] = yf[i];
+    for (int i = 0; i < k; i++) tx[i] = txf[i], ty[i] = tyf[i];
+    cr_assert(close_to(x, y, m * n, m, FLT_EPSILON), "f32 %d x %d: R and reflectors", m, n);
+    cr_assert(close_to(tx, ty, k, m, FLT_EPSILON), "f32 %d x %d: tau", m, n);
+    for (int kk = n; m >= n && kk >= n - 1 && kk >= 0; kk--) {
+        double f[NMAX * NMAX], tf[NMAX];
+        memcpy(f, a, sizeof(double) * (size_t)(m * n));
+        dgeqrf_(&m, &n, f, &m, tf, work, &lw, &info);
+        memcpy(x, f, sizeof(double) * (size_t)(m * n));
+        memcpy(y, f, sizeof(double) * (size_t)(m * n));
+        tg__small_orgqr(TG_F64, m, n, kk, x, tf);
+        dorgqr_(&m, &n, &kk, y, &m, tf, work, &lw, &info);
+        cr_assert(eq(int, info, 0));
+        cr_assert(close_to(x, y, m * n, m, DBL_EPSILON), "orgqr %d x %d, k %d", m, n, kk);
+    }
+}
+
+Test(lapack_small, geqrf_and_orgqr_match_lapack_square_tall_and_wide)
+{
+    for (int m = 1; m <= NMAX; m++)
+        for (int n = 1; n <= NMAX; n++)
+            for (int r = 0; r < 3; r++) {
+                double a[NMAX * NMAX];
+                fill(a, m * n);
+                check_geqrf(m, n, a);
+            }
+}
+
+Test(lapack_small, geqrf_zero_columns_match_lapack)
+{
+    for (int n = 1; n <= NMAX; n++)
+        for (int c = 0; c < 2; c++) {
+            double a[NMAX * NMAX];
+            fill(a, n * n);
+            if (c == 0)   /* column 0 zero: its reflector is the identity (tau 0) */
+                for (int i = 0; i < n; i++) a[i] = 0;
+            else   /* column 0 zero below the diagonal */
+                for (int i = 1; i < n; i++) a[i] = 0;
+            check_geqrf(n, n, a);
+        }
+}
+
+Test(lapack_small, geqrf_of_2_to_the_s_a_is_2_to_the_s_r_at_extreme_scales)
+{
+    /* scales at which the squares of the norm would underflow or overflow,
+     * and (2^-1000) a beta below LAPACK's safmin, rescaled: by powers of 2
+     * every step is exact, so R scales and the reflectors and tau do not
+     * change, bit for bit */
+    const int ss[4] = {-1000, -530, 530, 1000};
+    for (int n = 2; n <= NMAX; n++)
+        for (int si = 0; si < 4; si++) {
+            double a[NMAX * NMAX], x[NMAX * NMAX], y[NMAX * NMAX], tx[NMAX], ty[NMAX];
+            fill(a, n * n);
+            for (int i = 0; i < n * n; i++) x[i] = a[i], y[i] = ldexp(a[i], ss[si]);
+            tg__small_geqrf(TG_F64, n, n, x, tx);
+            tg__small_geqrf(TG_F64, n, n, y, ty);
+            for (int j = 0; j < n; j++)
+                for (int i = 0; i < n; i++) {
+                    const double want = i <= j ? ldexp(x[j * n + i], ss[si]) : x[j * n + i];
+                    cr_assert(y[j * n + i] == want, "n %d scale 2^%d: (%d, %d) %g, not %g", n,
+                              ss[si], i, j, y[j * n + i], want);
+                }
+            cr_assert(memcmp(tx, ty, sizeof(double) * (size_t)n) == 0, "n %d scale 2^%d: tau",
+                      n, ss[si]);
+        }
+}
+
+Test(lapack_small, geqrf_propagates_nan_as_lapack)
+{
+    for (int n = 2; n <= NMAX; n++) {
+        double a[NMAX * NMAX], x[NMAX * NMAX], y[NMAX * NMAX], tx[NMAX], ty[NMAX];
+        double work[64 * NMAX];
+        const int lw = 64 * NMAX;
+        int info = 0;
+        fill(a, n * n);
+        a[n - 1] = NAN;   /* column 0's last element */
+        memcpy(x, a, sizeof(double) * (size_t)(n * n));
+        memcpy(y, a, sizeof(double) * (size_t)(n * n));
+        tg__small_geqrf(TG_F64, n, n, x, tx);
+        dgeqrf_(&n, &n, y, &n, ty, work, &lw, &info);
+        for (int i = 0; i < n * n; i++)
+            cr_assert(eq(int, isnan(x[i]) != 0, isnan(y[i]) != 0), "n %d element %d", n, i);
+        cr_assert(isnan(tx[0]) != 0, "n %d: tau[0] %g", n, tx[0]);
+    }
+}
+
 /* ---- the batched functions on the pool --------------------------------- */
 
 enum { BATCH = 1024 };
@@ -247,7 +360,8 @@ static int run_fn(int f, tg_tensor *A, tg_tensor *B, tg_tensor **y)
     case 3: OK(tg_linalg_slogdet(&y[0], &y[1], A)); return 2;
     case 4: OK(tg_linalg_lu_factor(&y[0], &y[1], A)); return 2;
     case 5: OK(tg_linalg_cholesky(&y[0], A, false)); return 1;
-    default: OK(tg_linalg_solve_triangular(&y[0], A, B, false, true, false)); return 1;
+    case 6: OK(tg_linalg_solve_triangular(&y[0], A, B, false, true, false)); return 1;
+    default: OK(tg_linalg_qr(&y[0], &y[1], A, "reduced")); return 2;
     }
 }
 
@@ -258,7 +372,7 @@ Test(lapack_small, batches_same_bits_on_1_and_2_threads_both_sides_of_the_crosso
     const int saved = tg_get_num_threads();
     for (int ni = 0; ni < 4; ni++)
         for (int d = 0; d < 2; d++)
-            for (int f = 0; f < 7; f++) {
+            for (int f = 0; f < 8; f++) {
                 const int n = ns[ni];
                 tg_tensor *A = batch_a(dts[d], n, f == 5, 0, NULL), *y1[2], *y2[2];
                 uint64_t s = 7;
@@ -313,4 +427,26 @@ Test(lapack_small, singular_batch_names_the_first_singular_matrix_on_2_threads)
             tg_tensor_release(A);
         }
     OK(tg_set_num_threads(saved));
+}
+
+Test(lapack_small, qr_of_small_batches_reconstructs_a_with_orthonormal_q)
+{
+    for (int n = 1; n <= TG__LAPACK_SMALL_MAX + 1; n++) {
+        tg_tensor *A = batch_a(TG_F64, n, false, 0, NULL), *Q = NULL, *R = NULL, *QR = NULL,
+                  *Qt = NULL, *QtQ = NULL;
+        OK(tg_linalg_qr(&Q, &R, A, "reduced"));
+        OK(tg_matmul(&QR, Q, R));
+        OK(tg_transpose(&Qt, Q, -2, -1));
+        OK(tg_matmul(&QtQ, Qt, Q));
+        for (int64_t i = 0; i < tg_tensor_numel(A); i++) {
+            const int64_t r = i / n % n, c = i % n;
+            cr_assert(fabs(th_at(QR, i) - th_at(A, i)) < 1e-12, "n %d element %lld", n,
+                      (long long)i);
+            cr_assert(fabs(th_at(QtQ, i) - (r == c ? 1 : 0)) < 1e-13, "n %d element %lld", n,
+                      (long long)i);
+            if (r > c) cr_assert(th_at(R, i) == 0, "n %d: R below the diagonal", n);
+        }
+        th_release_all(5, (tg_tensor *[]){A, Q, R, QR, Qt});
+        tg_tensor_release(QtQ);
+    }
 }

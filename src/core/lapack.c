@@ -271,12 +271,20 @@ static int qr_call(tg_dtype dt, bool q, int m, int n, int k, void *a, void *tau)
 int tg__lapack_geqrf(tg_dtype dt, int m, int n, void *a, void *tau)
 {
     if (m == 0 || n == 0) return TG_OK;
+    if (m <= TG__LAPACK_SMALL_MAX && n <= TG__LAPACK_SMALL_MAX) {
+        tg__small_geqrf(dt, m, n, a, tau);
+        return TG_OK;
+    }
     return qr_call(dt, false, m, n, m < n ? m : n, a, tau);
 }
 
 int tg__lapack_orgqr(tg_dtype dt, int m, int n, int k, void *a, void *tau)
 {
     if (m == 0 || n == 0) return TG_OK;
+    if (m <= TG__LAPACK_SMALL_MAX) {
+        tg__small_orgqr(dt, m, n, k, a, tau);
+        return TG_OK;
+    }
     return qr_call(dt, true, m, n, k, a, tau);
 }
 

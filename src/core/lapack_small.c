@@ -1,13 +1,13 @@
-/* src/core/lapack_small.c - LU with partial pivoting, its solves, Cholesky
- * and triangular solves of one small matrix (n <= TG__LAPACK_SMALL_MAX) as
- * plain loops, in the layouts and conventions of the LAPACK wrappers of
+/* src/core/lapack_small.c - LU with partial pivoting, its solves,
+ * Cholesky, triangular solves and the Householder QR of one small matrix
+ * (n <= TG__LAPACK_SMALL_MAX) as plain loops, in the layouts and conventions of the LAPACK wrappers of
  * src/core/lapack.c, which call them for such sizes.  OpenBLAS's LAPACK and
  * BLAS interfaces take a global lock each call to allocate their buffer: a
  * batch of 4 x 4 matrices spends more on it than on the arithmetic, and the
  * pool's threads calling at once wait on each other.
  *
  * The algorithms are the unblocked ones of the reference LAPACK (getf2,
- * potf2, the column and dot-product forms of trsm), so the pivots follow
+ * potf2, the column and dot-product forms of trsm, geqr2 and org2r), so the pivots follow
  * LAPACK's rule: in column j the first row of largest |value| (idamax),
  * and a pivot of |p| >= the smallest normal number scales the column by
  * 1 / p.  The values agree with OpenBLAS's blocked routines within
@@ -168,6 +168,101 @@
         }                                                                                  \
     }
 
+/* larfg, larf and the Householder QR (geqr2) and its Q (org2r) on
+ * column-major matrices (lda m), the reference LAPACK's unblocked
+ * routines, which its geqrf and orgqr call for fewer than 32 columns.
+ * larfg: the reflector H = I - tau v v^T (v(0) = 1, the rest into x) with
+ * H [alpha; x] = [beta; 0], beta = -sign(alpha) |[alpha; x]|; tau = 0
+ * when x is zero.  Its norm is scaled by the largest |x_i| (nrm2's aim:
+ * no overflow or underflow in the squares), and a beta below safmin =
+ * MIN / (EPS / 2) is rescaled as LAPACK does, at most 20 times. */
+#define HOUSEHOLDER(sfx, T, ABS, SQRT, MINV, MAXV, EPSV)                                         \
+    static T nrm2_##sfx(int n, const T *x)                                                 \
+    {                                                                                      \
+        T big = 0, s = 0;                                                                  \
+        for (int i = 0; i < n; i++) {                                                      \
+            if (x[i] != x[i]) return x[i];                                                 \
+            big = ABS(x[i]) > big ? ABS(x[i]) : big;                                       \
+        }                                                                                  \
+        if (big == 0 || big > MAXV) return big;                                            \
+        for (int i = 0; i < n; i++) s += (x[i] / big) * (x[i] / big);                      \
+        return big * SQRT(s);                                                              \
+    }                                                                                      \
+    static T lapy2_##sfx(T x, T y)   /* sqrt(x^2 + y^2), LAPACK's dlapy2 */                 \
+    {                                                                                      \
+        const T w = ABS(x) > ABS(y) ? ABS(x) : ABS(y), z = ABS(x) > ABS(y) ? ABS(y) : ABS(x); \
+        if (z == 0 || w > MAXV) return w;                                                  \
+        return w * SQRT(1 + (z / w) * (z / w));                                            \
+    }                                                                                      \
+    static void larfg_##sfx(int n, T *alpha, T *x, T *tau)                                 \
+    {                                                                                      \
+        *tau = 0;                                                                          \
+        if (n <= 1) return;                                                                \
+        T xnorm = nrm2_##sfx(n - 1, x);                                                    \
+        if (xnorm == 0) return;                                                            \
+        T beta = -(*alpha >= 0 ? 1 : -1) * lapy2_##sfx(*alpha, xnorm);                     \
+        const T safmin = MINV / (EPSV / 2), rsafmn = 1 / safmin;                           \
+        int knt = 0;                                                                       \
+        if (ABS(beta) < safmin) {                                                          \
+            do {                                                                           \
+                knt++;                                                                     \
+                for (int i = 0; i < n - 1; i++) x[i] *= rsafmn;                            \
+                beta *= rsafmn;                                                            \
+                *alpha *= rsafmn;                                                          \
+            } while (ABS(beta) < safmin && knt < 20);                                      \
+            xnorm = nrm2_##sfx(n - 1, x);                                                  \
+            beta = -(*alpha >= 0 ? 1 : -1) * lapy2_##sfx(*alpha, xnorm);                   \
+        }                                                                                  \
+        *tau = (beta - *alpha) / beta;                                                     \
+        const T r = 1 / (*alpha - beta);                                                   \
+        for (int i = 0; i < n - 1; i++) x[i] *= r;                                         \
+        for (int j = 0; j < knt; j++) beta *= safmin;                                      \
+        *alpha = beta;                                                                     \
+    }                                                                                      \
+    /* C = H C, C (m x n, lda ldc), H = I - tau v v^T: w = C^T v, C -= tau v w^T */        \
+    static void larf_left_##sfx(int m, int n, const T *v, T tau, T *c, int ldc)           \
+    {                                                                                      \
+        if (tau == 0) return;                                                              \
+        for (int j = 0; j < n; j++) {                                                      \
+            T *cj = c + (size_t)j * (size_t)ldc, w = 0;                                    \
+            for (int i = 0; i < m; i++) w += cj[i] * v[i];                                 \
+            w *= tau;                                                                      \
+            for (int i = 0; i < m; i++) cj[i] -= v[i] * w;                                 \
+        }                                                                                  \
+    }                                                                                      \
+    static void geqr2_##sfx(int m, int n, T *a, T *tau)                                    \
+    {                                                                                      \
+        const int k = m < n ? m : n;                                                       \
+        for (int i = 0; i < k; i++) {                                                      \
+            T *d = a + (size_t)i * (size_t)m + (size_t)i;   /* a(i, i) */                  \
+            larfg_##sfx(m - i, d, d + (i + 1 < m ? 1 : 0), &tau[i]);                       \
+            if (i + 1 < n) {                                                               \
+                const T aii = *d;                                                          \
+                *d = 1;                                                                    \
+                larf_left_##sfx(m - i, n - i - 1, d, tau[i], d + m, m);                    \
+                *d = aii;                                                                  \
+            }                                                                              \
+        }                                                                                  \
+    }                                                                                      \
+    static void org2r_##sfx(int m, int n, int k, T *a, const T *tau)                       \
+    {                                                                                      \
+        for (int j = k; j < n; j++) {   /* columns k..n-1 of the identity */               \
+            T *cj = a + (size_t)j * (size_t)m;                                             \
+            for (int l = 0; l < m; l++) cj[l] = 0;                                         \
+            cj[j] = 1;                                                                     \
+        }                                                                                  \
+        for (int i = k - 1; i >= 0; i--) {                                                 \
+            T *ci = a + (size_t)i * (size_t)m, *d = ci + i;                                \
+            if (i + 1 < n) {                                                               \
+                *d = 1;                                                                    \
+                larf_left_##sfx(m - i, n - i - 1, d, tau[i], d + m, m);                    \
+            }                                                                              \
+            for (int l = i + 1; l < m; l++) ci[l] *= -tau[i];                              \
+            *d = 1 - tau[i];                                                               \
+            for (int l = 0; l < i; l++) ci[l] = 0;                                         \
+        }                                                                                  \
+    }
+
 GETF2(getf2_f32, float, fabsf, FLT_MIN)
 GETF2(getf2_f64, double, fabs, DBL_MIN)
 GETRS(getrs_f32, float)
@@ -176,6 +271,8 @@ POTF2(potf2_f32, float, sqrtf)
 POTF2(potf2_f64, double, sqrt)
 TRSM(trsm_f32, float)
 TRSM(trsm_f64, double)
+HOUSEHOLDER(f32, float, fabsf, sqrtf, FLT_MIN, FLT_MAX, FLT_EPSILON)
+HOUSEHOLDER(f64, double, fabs, sqrt, DBL_MIN, DBL_MAX, DBL_EPSILON)
 
 int tg__small_getrf(tg_dtype dt, int m, int n, void *a, int *ipiv)
 {
@@ -199,4 +296,16 @@ void tg__small_trsm_left(tg_dtype dt, bool upper, bool unit, int n, int nrhs, co
 {
     if (dt == TG_F64) trsm_f64(upper, unit, n, nrhs, a, b);
     else trsm_f32(upper, unit, n, nrhs, a, b);
+}
+
+void tg__small_geqrf(tg_dtype dt, int m, int n, void *a, void *tau)
+{
+    if (dt == TG_F64) geqr2_f64(m, n, a, tau);
+    else geqr2_f32(m, n, a, tau);
+}
+
+void tg__small_orgqr(tg_dtype dt, int m, int n, int k, void *a, const void *tau)
+{
+    if (dt == TG_F64) org2r_f64(m, n, k, a, tau);
+    else org2r_f32(m, n, k, a, tau);
 }

@@ -17,5 +17,7 @@ void tg__small_getrs(tg_dtype dt, bool trans, int n, int nrhs, const void *lu, c
 int tg__small_potrf_lower(tg_dtype dt, int n, void *a);
 void tg__small_trsm_left(tg_dtype dt, bool upper, bool unit, int n, int nrhs, const void *a,
                          void *b);
+void tg__small_geqrf(tg_dtype dt, int m, int n, void *a, void *tau);
+void tg__small_orgqr(tg_dtype dt, int m, int n, int k, void *a, const void *tau);
 
 #endif
