@@ -322,7 +322,9 @@ void tg__blas_restore(int n);
  * tg__lapack_svd: the row-major m x n A in a (destroyed) = U diag(s) Vh
  * (gesdd), k = min(m, n) singular values descending into s, U row-major
  * (m, k) and Vh (k, n), or with full (m, m) and (n, n); TG_ENOMEM, or
- * TG_EUNSUPPORTED when it does not converge.
+ * TG_EUNSUPPORTED when it does not converge.  tg__lapack_svd_query: the
+ * work (elements of dt) and iwork (ints) sizes of tg__lapack_svd_work, the
+ * same without allocating: a batch asks once and calls it per matrix.
  * tg__lapack_syevd: the eigenvalues (ascending, into w) and eigenvectors of
  * the symmetric row-major A read from its lower (else upper) triangle; a is
  * overwritten by the eigenvectors as its rows (column-major columns).
@@ -340,6 +342,9 @@ int tg__lapack_potrf_lower(tg_dtype dt, int n, void *a);
 void tg__blas_trsm_left(tg_dtype dt, bool upper, bool unit, int n, int nrhs, const void *a,
                         void *b);
 int tg__lapack_svd(tg_dtype dt, int m, int n, void *a, bool full, void *s, void *u, void *vh);
+void tg__lapack_svd_query(tg_dtype dt, int m, int n, bool full, int *lwork, int *liwork);
+int tg__lapack_svd_work(tg_dtype dt, int m, int n, void *a, bool full, void *s, void *u,
+                        void *vh, void *work, int lwork, int *iwork);
 int tg__lapack_syevd(tg_dtype dt, int n, void *a, void *w, bool lower);
 /* syevd's work sizes for an n x n matrix (*lwork elements of dt, *liwork
  * ints, each at least 1), and tg__lapack_syevd with the caller's work of

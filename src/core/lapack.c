@@ -147,40 +147,56 @@ void tg__blas_trsm_left(tg_dtype dt, bool upper, bool unit, int n, int nrhs, con
                     nrhs);
 }
 
-int tg__lapack_svd(tg_dtype dt, int m, int n, void *a, bool full, void *s, void *u, void *vh)
+/* A row-major (m, n) is A^T (n x m) column-major: A^T = U' S V'^T, so A =
+ * V' S U'^T, and V'^T (VT', column-major k x m or m x m) read row-major is
+ * U; U' (column-major n x k or n x n) read row-major is Vh. */
+void tg__lapack_svd_query(tg_dtype dt, int m, int n, bool full, int *lwork, int *liwork)
 {
-    /* a row-major (m, n) is A^T (n x m) column-major: A^T = U' S V'^T, so A =
-     * V' S U'^T, and V'^T (VT', column-major k x m or m x m) read row-major is
-     * U; U' (column-major n x k or n x n) read row-major is Vh. */
     const char jobz = full ? 'A' : 'S';
     const int k = m < n ? m : n, ldvt = full ? m : k;
-    int info = 0, lwork = -1, *iwork = NULL;
-    void *work = NULL;
-    if (m == 0 || n == 0) return TG_OK;
-    const size_t es = tg_dtype_size(dt);
+    int info = 0, lw = -1;
     double q = 0;
     float qf = 0;
+    *lwork = *liwork = 1;
+    if (m == 0 || n == 0) return;
     if (dt == TG_F64)
-        dgesdd_(&jobz, &n, &m, a, &n, s, vh, &n, u, &ldvt, &q, &lwork, iwork, &info, 1);
+        dgesdd_(&jobz, &n, &m, NULL, &n, NULL, NULL, &n, NULL, &ldvt, &q, &lw, NULL, &info, 1);
     else
-        sgesdd_(&jobz, &n, &m, a, &n, s, vh, &n, u, &ldvt, &qf, &lwork, iwork, &info, 1);
+        sgesdd_(&jobz, &n, &m, NULL, &n, NULL, NULL, &n, NULL, &ldvt, &qf, &lw, NULL, &info, 1);
     TG_ASSERT(info == 0);
-    lwork = dt == TG_F64 ? (int)q : (int)qf;
-    work = tg__malloc((size_t)lwork * es);
-    iwork = tg__malloc((size_t)8 * (size_t)k * sizeof *iwork + 1);
-    int rc = TG_OK;
-    if (!work || !iwork) {
-        rc = TG_ENOMEM;
-        goto done;
-    }
+    lw = dt == TG_F64 ? (int)q : (int)qf;
+    *lwork = lw > 1 ? lw : 1;
+    *liwork = 8 * k;
+}
+
+int tg__lapack_svd_work(tg_dtype dt, int m, int n, void *a, bool full, void *s, void *u,
+                        void *vh, void *work, int lwork, int *iwork)
+{
+    const char jobz = full ? 'A' : 'S';
+    const int k = m < n ? m : n, ldvt = full ? m : k;
+    int info = 0;
+    if (m == 0 || n == 0) return TG_OK;
     if (dt == TG_F64)
         dgesdd_(&jobz, &n, &m, a, &n, s, vh, &n, u, &ldvt, work, &lwork, iwork, &info, 1);
     else
         sgesdd_(&jobz, &n, &m, a, &n, s, vh, &n, u, &ldvt, work, &lwork, iwork, &info, 1);
+    TG_ASSERT(info >= 0);
     if (info != 0)
-        rc = tg__error(TG_EUNSUPPORTED, "the singular value decomposition (gesdd) did not "
-                       "converge (info=%d)", info);
-done:
+        return tg__error(TG_EUNSUPPORTED, "the singular value decomposition (gesdd) did not "
+                         "converge (info=%d)", info);
+    return TG_OK;
+}
+
+int tg__lapack_svd(tg_dtype dt, int m, int n, void *a, bool full, void *s, void *u, void *vh)
+{
+    int lwork, liwork;
+    if (m == 0 || n == 0) return TG_OK;
+    tg__lapack_svd_query(dt, m, n, full, &lwork, &liwork);
+    void *work = tg__malloc((size_t)lwork * tg_dtype_size(dt));
+    int *iwork = tg__malloc((size_t)liwork * sizeof *iwork);
+    const int rc = work && iwork ? tg__lapack_svd_work(dt, m, n, a, full, s, u, vh, work, lwork,
+                                                       iwork)
+                                 : TG_ENOMEM;
     free(work);
     free(iwork);
     return rc;

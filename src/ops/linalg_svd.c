@@ -48,20 +48,22 @@ typedef struct svd_job {
     const svd_dims *d;
     bool full;
     int64_t per;
+    int lwork;   /* gesdd's work, asked once for the batch */
     char *a, *y;
 } svd_job;
 
-/* Matrix b: U, S, Vh into y's row block b. */
+/* Matrix b: U, S, Vh into y's row block b; ws: gesdd's work (lwork
+ * elements) then its iwork. */
 static int svd_one(void *job, int64_t b, void *ws)
 {
-    (void)ws;
     const svd_job *j = job;
     const svd_dims *d = j->d;
     const size_t es = tg_dtype_size(j->dt), mn = (size_t)(d->m * d->n);
     char *yb = j->y + (size_t)(b * j->per) * es;
     char *u = yb, *s = u + (size_t)(d->m * d->mu) * es, *vh = s + (size_t)d->k * es;
-    return tg__lapack_svd(j->dt, (int)d->m, (int)d->n, j->a + (size_t)b * mn * es, j->full, s,
-                          u, vh);
+    return tg__lapack_svd_work(j->dt, (int)d->m, (int)d->n, j->a + (size_t)b * mn * es, j->full,
+                               s, u, vh, ws, j->lwork,
+                               (int *)(void *)((char *)ws + (size_t)j->lwork * es));
 }
 
 static int svd_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const *in,
@@ -87,7 +89,10 @@ static int svd_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const 
     svd_job j = {.dt = dt, .d = &d, .full = full, .per = per, .a = a,
                  .y = y ? tg_tensor_data(y) : NULL};
     const double cost = 4.0 * (double)d.m * (double)d.n * (double)(d.k ? d.k : 1);
-    if (rc == TG_OK) rc = tg__la_batch(count, 3 * cost, 0, svd_one, &j);
+    int liwork;
+    tg__lapack_svd_query(dt, (int)d.m, (int)d.n, full, &j.lwork, &liwork);
+    const size_t ws = (size_t)j.lwork * es + (size_t)liwork * sizeof(int);
+    if (rc == TG_OK) rc = tg__la_batch(count, 3 * cost, ws, svd_one, &j);
     tg__work_free(a);
     if (rc == TG_OK && full && d.k == 0) {   /* no gesdd: U or Vh, first, is the identity */
         const int64_t side = d.m > d.n ? d.m : d.n;
