@@ -1,6 +1,7 @@
 /* tests/test_gemm_small.c - the plain-loop GEMM of products of at most
- * TG__GEMM_SMALL_MAX multiply-adds (src/core/gemm_small.c) and the batch of
- * small products on the thread pool (tg__gemm_batched, src/ops/linalg.c).
+ * TG__GEMM_SMALL_MAX multiply-adds and its vector kernels of products of up
+ * to 32768 (src/core/gemm_small.c), and the batch of small products on the
+ * thread pool (tg__gemm_batched, src/ops/linalg.c).
  *
  * The bound.  Each element is a dot product of k terms summed in f32 (f64),
  * so its error is at most k u S (to first order), u the unit roundoff and S
@@ -8,6 +9,7 @@
  * rounding; the tests allow (k + 2) u (S + |beta c|).  A dropped, repeated
  * or misplaced product is off by about |a_i b_i|, far above that. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -201,7 +203,8 @@ Test(gemm_small, agrees_with_openblas_on_both_isa_paths)
 }
 
 /* tg__gemm and tg__gemm_par take the plain loops up to TG__GEMM_SMALL_MAX
- * and OpenBLAS above: their results have tg__gemm_small's bits there. */
+ * (and the vector kernels up to 32768 where n fills a vector) and OpenBLAS
+ * above: their results have tg__gemm_small's bits there. */
 Test(gemm_small, tg_gemm_takes_the_loops_for_small_products)
 {
     prod p;
@@ -217,11 +220,85 @@ Test(gemm_small, tg_gemm_takes_the_loops_for_small_products)
     tg__gemm_par(TG_F64, TG_BF16_KERNEL_AUTO, false, true, 8, 8, 8, p.a, p.lda, p.b, p.ldb, 0.0,
                  y, p.ldc);
     cr_assert(memcmp(x, y, sizeof(double) * (size_t)(8 * p.ldc)) == 0, "tg__gemm_par");
-    cr_assert(tg__gemm_small_pays(8, 8, 8));
-    cr_assert(tg__gemm_small_pays(8, 8, 9) == false);
+    cr_assert(tg__gemm_small_pays(TG_F64, 8, 8, 8));
+    cr_assert(tg__gemm_small_pays(TG_F64, 40, 40, 40) == false, "64000 multiply-adds: OpenBLAS");
+    cr_assert(tg__gemm_small_pays(TG_F32, 64, 2, 64) == false, "n below a vector: OpenBLAS");
     free(x);
     free(y);
     prod_free(&p);
+}
+
+/* The element (i, j) of p as the vector kernels must give it in ct: one
+ * fused multiply-add chain over q from 0, then beta c added unfused. */
+static double fused_chain(const prod *p, tg_dtype ct, int64_t i, int64_t j)
+{
+    const double c0 = p->c[i * p->ldc + j];
+    if (ct == TG_F64) {
+        double acc = 0;
+        for (int64_t q = 0; q < p->k; q++) acc = fma(elem_a(p, i, q), elem_b(p, q, j), acc);
+        return p->beta == 0 ? acc : p->beta * c0 + acc;
+    }
+    float acc = 0;
+    for (int64_t q = 0; q < p->k; q++)
+        acc = fmaf((float)elem_a(p, i, q), (float)elem_b(p, q, j), acc);
+    const float bf = (float)p->beta, cf = (float)c0;
+    return p->beta == 0 ? acc : bf * cf + acc;
+}
+
+/* Products above TG__GEMM_SMALL_MAX and up to 32768 multiply-adds (row
+ * blocks of 8, 4 and 1, the last columns short of a vector, transposed
+ * operands, beta 0, 1 and 0.5) on the AVX-512 and AVX2 kernels: each has
+ * the fused chain's bits, so both paths and the small loops agree.  A path
+ * this CPU (or TG_MAX_ISA) lacks is skipped with its reason printed. */
+Test(gemm_small, vector_kernels_give_the_fused_chain_bits_on_every_isa_path)
+{
+    static const int64_t ms[] = {1, 3, 4, 5, 8, 9, 13, 17}, ns[] = {8, 15, 16, 17, 24, 33},
+                         ks[] = {1, 7, 16, 33};
+    static const double betas[] = {0, 1, 0.5};
+    const int saved = tg__isa_set_bound(-1);
+    int64_t checked = 0;
+    for (int path = 0; path < 2; path++) {
+        tg__isa_set_bound(path ? TG__ISA_AVX2 : -1);
+        for (int dt = 0; dt < 2; dt++) {
+            const tg_dtype ct = dt ? TG_F64 : TG_F32;
+            if (!tg__gemm_small_pays(ct, 8, 16, 16)) {
+                fprintf(stderr, "gemm_small: %s %s vector kernel skipped: this CPU (or "
+                        "TG_MAX_ISA) has no AVX2 with FMA\n", path ? "avx2" : "native",
+                        tg_dtype_name(ct));
+                continue;
+            }
+            for (size_t im = 0; im < COUNT_OF(ms); im++)
+                for (size_t in = 0; in < COUNT_OF(ns); in++)
+                    for (size_t ik = 0; ik < COUNT_OF(ks); ik++)
+                        for (int t = 0; t < 4; t++) {
+                            const int64_t m = ms[im], n = ns[in], k = ks[ik];
+                            if (m * n * k <= TG__GEMM_SMALL_MAX ||
+                                !tg__gemm_small_pays(ct, m, n, k))
+                                continue;
+                            prod p;
+                            prod_make(&p, t & 1, t & 2, m, n, k, betas[(im + t) % 3]);
+                            double *out = calloc((size_t)(m * p.ldc + 1), sizeof(double));
+                            cr_assert(out != NULL);
+                            run(&p, ct, true, out);
+                            for (int64_t i = 0; i < m; i++)
+                                for (int64_t j = 0; j < n; j++) {
+                                    const double want = fused_chain(&p, ct, i, j),
+                                                 got = out[i * p.ldc + j];
+                                    cr_assert(memcmp(&want, &got, sizeof want) == 0,
+                                              "path %d %s %lld x %lld x %lld t %d (%lld, %lld): "
+                                              "%a, not %a", path, tg_dtype_name(ct),
+                                              (long long)m, (long long)n, (long long)k, t,
+                                              (long long)i, (long long)j, got, want);
+                                }
+                            cr_assert(outside_bound(&p, ct, out) == 0);
+                            checked++;
+                            free(out);
+                            prod_free(&p);
+                        }
+        }
+    }
+    tg__isa_set_bound(saved);
+    fprintf(stderr, "gemm_small: %lld products on the vector kernels\n", (long long)checked);
 }
 
 /* A (B, m, k) @ (B, k, n) of f32, made from doubles. */
@@ -236,11 +313,12 @@ static tg_tensor *batch_tensor(int64_t b, int64_t r, int64_t c)
 }
 
 /* A batch of small products on the pool: the same bits at 1 and 2 threads
- * and as each matrix multiplied alone (a batch of one), for products on the plain loops (4 x
- * 4 x 4) and on OpenBLAS (16 x 24 x 12), with a transposed operand. */
+ * and as each matrix multiplied alone (a batch of one), for products on the
+ * plain loops (4 x 4 x 4), the vector kernels where the CPU has them
+ * (16 x 24 x 12) and OpenBLAS (40 x 40 x 40), with a transposed operand. */
 Test(gemm_small, a_batch_on_the_pool_keeps_each_products_bits)
 {
-    static const int64_t shapes[][4] = {{4096, 4, 4, 4}, {300, 16, 12, 24}};
+    static const int64_t shapes[][4] = {{4096, 4, 4, 4}, {300, 16, 12, 24}, {64, 40, 40, 40}};
     const int threads = tg_get_num_threads();
     for (size_t s = 0; s < COUNT_OF(shapes); s++) {
         const int64_t nb = shapes[s][0], m = shapes[s][1], k = shapes[s][2], n = shapes[s][3];

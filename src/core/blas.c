@@ -233,7 +233,7 @@ void tg__gemm_par(tg_dtype dt, tg_bf16_kernel bf16, bool ta, bool tb, int64_t m,
                   void *c, int64_t ldc)
 {
     TG_ASSERT(dt == TG_F32 || (dt == TG_F64 && bf16 <= TG_BF16_KERNEL_PORTABLE));
-    if (bf16 <= TG_BF16_KERNEL_PORTABLE && tg__gemm_small_pays(m, n, k)) {
+    if (bf16 <= TG_BF16_KERNEL_PORTABLE && tg__gemm_small_pays(dt, m, n, k)) {
         /* every small product of the library on the same loops, whichever
          * entry point it comes through (the same bits for the same shape) */
         tg__gemm_small(dt, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);

@@ -280,9 +280,12 @@ void tg__gemm(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k, co
               int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
 /* The largest m n k that tg__gemm and tg__gemm_par (off the bf16 kernels)
  * multiply with plain loops (tg__gemm_small) rather than through OpenBLAS,
- * whose call costs more than such a product (src/core/gemm_small.c). */
+ * whose call costs more than such a product (src/core/gemm_small.c); with
+ * AVX2 and FMA or AVX-512, products of up to 32768 whose n fills a vector
+ * go to its vector kernels too.  tg__gemm_small_pays: whether a product of
+ * dtype ct takes them. */
 #define TG__GEMM_SMALL_MAX 512
-bool tg__gemm_small_pays(int64_t m, int64_t n, int64_t k);
+bool tg__gemm_small_pays(tg_dtype ct, int64_t m, int64_t n, int64_t k);
 /* tg__gemm's arguments, ct TG_F32 or TG_F64, on the calling thread. */
 void tg__gemm_small(tg_dtype ct, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                     const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,

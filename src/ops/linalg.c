@@ -227,10 +227,10 @@ static void gemm_range(void *p, int64_t lo, int64_t hi)
  * call.  Each matrix is one call either way, so its bits do not depend on
  * the thread count. */
 #define TG__GEMM_POOL_BLAS_MIN 32768
-static bool batch_on_pool(int64_t nb, int64_t M, int64_t N, int64_t K)
+static bool batch_on_pool(tg_dtype ct, int64_t nb, int64_t M, int64_t N, int64_t K)
 {
     const int64_t work = M * N * (K > 0 ? K : 1);
-    if (!tg__gemm_small_pays(M, N, K) && work < TG__GEMM_POOL_BLAS_MIN) return false;
+    if (!tg__gemm_small_pays(ct, M, N, K) && work < TG__GEMM_POOL_BLAS_MIN) return false;
     return nb >= 2 && work < ((int64_t)1 << 18) && nb * work >= 32768;
 }
 
@@ -255,7 +255,7 @@ int tg__gemm_batched(int64_t nb, const mat *a, const mat *b, const tg_tensor *bi
     const bool on_kernel = kern > TG_BF16_KERNEL_PORTABLE && M > 0 && N > 0 && K > 0;
     if (!on_kernel) {
         if (M <= 0 || N <= 0) return TG_OK;
-        if (batch_on_pool(nb, M, N, K)) {
+        if (batch_on_pool(ct, nb, M, N, K)) {
             const int saved = tg__blas_single_begin();
             tg__parallel_range(nb, true, gemm_range, &g);
             tg__blas_restore(saved);
