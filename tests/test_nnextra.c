@@ -306,8 +306,8 @@ Test(nnextra, softmax2d_and_upsampling_modules_match_torch)
     tg_st_free(f);
 }
 
-/* Softmax2d exports as ONNX's Softmax over axis -3; the upsampling modules
- * as Upsample's Resize. */
+/* Softmax2d exports as ONNX's Softmax; the upsampling modules as
+ * Upsample's Resize (nearest; linear with align_corners). */
 Test(nnextra, softmax2d_and_upsampling_export_to_onnx)
 {
     uint64_t s = 11;
@@ -316,7 +316,9 @@ Test(nnextra, softmax2d_and_upsampling_export_to_onnx)
     OK(tg_nn_softmax2d_new(&ms[0]));
     OK(tg_nn_upsampling_nearest2d_new(&ms[1], (int64_t[]){2, 2}));
     OK(tg_nn_upsampling_bilinear2d_new(&ms[2], (int64_t[]){2, 3}));
-    const char *want[3] = {"Softmax", "nearest", "align_corners"};
+    /* op_type "Softmax" as the NodeProto's field 4 (tag 0x22, length 7);
+     * Resize's mode and coordinate_transformation_mode strings */
+    const char *want[3] = {"\x22\x07Softmax", "nearest", "align_corners"};
     for (int i = 0; i < 3; i++) {
         char path[256];
         th_tmp_path(path, sizeof path, "nnextra_export.onnx");
