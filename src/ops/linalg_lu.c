@@ -19,7 +19,8 @@
  * backward calls solve again, whose gradients follow.
  * inv has an unchecked form (tg__linalg_inv_unchecked) whose singular
  * matrix gives getrs's infinities instead of an error, for slogdet's
- * gradient (src/ops/linalg_det.c). */
+ * gradient (src/ops/linalg_det.c); inv_ex and solve_ex run both ops
+ * unchecked, their info from a getrf pass of A^T of their own. */
 #include <assert.h>
 #include <math.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* src/ops/linalg_lufact.c - torch.linalg.lu_factor, lu and lu_solve of
+/* src/ops/linalg_lufact.c - torch.linalg.lu_factor, lu_factor_ex, lu and lu_solve of
  * tapegrad/linalg.h: A = P L U with partial pivoting (LAPACK's getrf) for a
  * batch of m x n matrices (lu_solve: square), k = min(m, n): P (m, m), L
  * (m, k) unit lower and U (k, n) upper triangular.

@@ -8,7 +8,9 @@
  * (Murray, arXiv 1602.07527), with L the saved output:
  *   gA = tril(L^T gL);  gA = (gA + tril(gA, -1)^T) / 2;
  *   gA = L^-T gA (solve_triangular, upper, left);  gA = gA L^-1 (lower, right)
- * which is symmetric.
+ * which is symmetric.  cholesky_ex runs the same op without the error
+ * (potrf's partial factor where A is not positive-definite) and takes info
+ * from a potrf pass of its own.
  *
  * solve_triangular's op is the left case, A X = B, reading A's upper or
  * lower triangle (unitriangular: not its diagonal, taken as ones); the
