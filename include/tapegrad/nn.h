@@ -718,8 +718,8 @@ TG_API int tg_nn_softmin_new(tg_module **out, int dim);
 /* The one number a CELU (alpha), Hardshrink or Softshrink (lambd) was made
  * with; a Threshold's threshold and value; the dim of a Softmax,
  * LogSoftmax, Softmin or GLU as given, -3 for a Softmax2d
- * (tg_module_type_name tells the kinds apart).  Out-pointers may be NULL; TG_EINVAL for a NULL m or, naming its
- * type, another module. */
+ * (tg_module_type_name tells the kinds apart).  Out-pointers may be NULL;
+ * TG_EINVAL for a NULL m or, naming its type, another module. */
 TG_API int tg_nn_act_number(const tg_module *m, double *value);
 TG_API int tg_nn_threshold_params(const tg_module *m, double *threshold, double *value);
 TG_API int tg_nn_act_dim(const tg_module *m, int *dim);
