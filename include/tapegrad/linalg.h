@@ -218,7 +218,8 @@ TG_API int tg_linalg_lu_solve(tg_tensor **out, tg_tensor *LU, tg_tensor *pivots,
  * and so is the gradient of the result (info has none).  Either
  * out-pointer (lu_factor_ex: any of the three) may be NULL, not all; on
  * error none is written.  info comes from a factorization of its own, a
- * second one besides the result's. */
+ * second one besides the result's.  Unlike inv, solve and cholesky, an f16
+ * or bf16 A is refused inside autocast too (cast it to f32 first). */
 TG_API int tg_linalg_inv_ex(tg_tensor **inverse, tg_tensor **info, tg_tensor *A,
                             bool check_errors);
 TG_API int tg_linalg_cholesky_ex(tg_tensor **L, tg_tensor **info, tg_tensor *A, bool upper,
