@@ -314,8 +314,8 @@ Test(nn_act, readers_of_the_new_kinds_give_their_numbers)
     th_expect_refused(tg_nn_threshold_params(hs, &t, &v), TG_EINVAL,
                       "nn_threshold_params: m is a Hardshrink module, not Threshold", NULL);
     th_expect_refused(tg_nn_act_dim(celu, &dim), TG_EINVAL,
-                      "nn_act_dim: m is a CELU module, not Softmax, LogSoftmax, Softmin or GLU",
-                      NULL);
+                      "nn_act_dim: m is a CELU module, not Softmax, LogSoftmax, Softmin, GLU or "
+                      "Softmax2d", NULL);
     th_expect_refused(tg_nn_act_number(NULL, &v), TG_EINVAL,
                       "nn_act_number: m must not be NULL", NULL);
     th_expect_refused(tg_nn_threshold_params(NULL, &t, &v), TG_EINVAL,

@@ -191,8 +191,8 @@ Test(onnx_act, borrowed_names_are_refused)
                       "module '<top>' (Identity) is not supported: its eval forward is not the "
                       "identity", NULL);
     th_expect_refused(tg_onnx_export(fsm, x, path, NULL), TG_EINVAL,
-                      "nn_act_dim: m is a Softmax module, not Softmax, LogSoftmax, Softmin or GLU",
-                      NULL);
+                      "nn_act_dim: m is a Softmax module, not Softmax, LogSoftmax, Softmin, GLU "
+                      "or Softmax2d", NULL);
     cr_assert(th_tmp_dir_count() == 0, "a refused export left a file");
     tg_tensor_release(x);
     tg_module_release(fake);
@@ -257,6 +257,9 @@ Test(onnx_act, newer_activations_match_onnxruntime)
          no_inits},
         {"softmin_last", MADE(tg_nn_softmin_new(&m, -1)),
          "\"ops\": [\"Neg\", \"Softmax\"], \"attributes\": {\"Softmax\": {\"axis\": -1}}",
+         no_inits},
+        {"softmax2d", MADE(tg_nn_softmax2d_new(&m)),
+         "\"ops\": [\"Softmax\"], \"attributes\": {\"Softmax\": {\"axis\": -3}}",
          no_inits},
     };
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {

@@ -202,6 +202,36 @@ TG_API int tg_linalg_lu(tg_tensor **P, tg_tensor **L, tg_tensor **U, tg_tensor *
 TG_API int tg_linalg_lu_solve(tg_tensor **out, tg_tensor *LU, tg_tensor *pivots, tg_tensor *B,
                               bool left, bool adjoint);
 
+/* ---- the _ex forms (torch.linalg.inv_ex, cholesky_ex, solve_ex,
+ * lu_factor_ex) ----
+ * Each gives its function's result and *info, a new i32 tensor of A's
+ * batch shape (...): LAPACK's info of each matrix, 0 where it succeeded;
+ * for inv_ex, solve_ex and lu_factor_ex getrf's (the 1-based index of U's
+ * first exact zero on the diagonal, a singular matrix; inv_ex and solve_ex
+ * factor A^T, as torch's for a contiguous A, so their info can differ from
+ * lu_factor_ex's), for cholesky_ex
+ * potrf's (the order of the first leading minor that is not
+ * positive-definite).  With check_errors false such a matrix is no error:
+ * its result is LAPACK's (inf, NaN or a partial factor), as torch's; with
+ * check_errors true the first one is TG_EINVAL with torch's words, naming
+ * the batch element.  Every other rule and error is the plain function's,
+ * and so is the gradient of the result (info has none).  Either
+ * out-pointer (lu_factor_ex: any of the three) may be NULL, not all; on
+ * error none is written.  info comes from a factorization of its own, a
+ * second one besides the result's.  Unlike inv, solve and cholesky, an f16
+ * or bf16 A is refused inside autocast too (cast it to f32 first). */
+TG_API int tg_linalg_inv_ex(tg_tensor **inverse, tg_tensor **info, tg_tensor *A,
+                            bool check_errors);
+TG_API int tg_linalg_cholesky_ex(tg_tensor **L, tg_tensor **info, tg_tensor *A, bool upper,
+                                 bool check_errors);
+/* torch.linalg.solve_ex(A, B, left=True, check_errors): info of A's batch
+ * shape, as torch's. */
+TG_API int tg_linalg_solve_ex(tg_tensor **result, tg_tensor **info, tg_tensor *A, tg_tensor *B,
+                              bool check_errors);
+/* torch.linalg.lu_factor_ex(A, pivot=True, check_errors): A (..., m, n). */
+TG_API int tg_linalg_lu_factor_ex(tg_tensor **LU, tg_tensor **pivots, tg_tensor **info,
+                                  tg_tensor *A, bool check_errors);
+
 /* ---- solves with a Cholesky factor (torch.cholesky_solve, inverse) ---- */
 
 /* torch.cholesky_solve(B, L, upper): X with A X = B, A = L L^T (upper: A =

@@ -210,6 +210,16 @@ TG_API int tg_pairwise_distance(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, d
  * (TG_EINVAL), the same number of columns (TG_ESHAPE).  The FP32 AMP policy
  * (torch's autocast list): inside autocast half inputs give an f32 result. */
 TG_API int tg_cdist(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, double p);
+/* torch.pdist(x, p) / F.pdist: the p-norm distance of every pair of rows
+ * i < j of x (N, M), in row-major order of the pairs: shape
+ * (N (N - 1) / 2), empty for N < 2, zeros for M = 0.  p >= 0 (0,
+ * fractional and inf included; TG_EINVAL otherwise), each distance as
+ * tg_cdist's direct path (tg_vector_norm over the difference; for p = inf
+ * the largest |difference|, the whole gradient to each tied one).  The
+ * gradient is 0 where a distance is 0, as torch's; differentiable to any
+ * order.  x is a 2-d float tensor (TG_ESHAPE, TG_EDTYPE); inside autocast
+ * a half x gives an f32 result (torch's FP32 list). */
+TG_API int tg_pdist(tg_tensor **out, tg_tensor *x, double p);
 /* F.margin_ranking_loss: max(0, -target (input1 - input2) + margin).  The
  * three must have the same number of dims (TG_ESHAPE otherwise, as torch)
  * and broadcast together; target holds 1 or -1, of any dtype. */
@@ -246,6 +256,23 @@ TG_API int tg_cosine_embedding_loss(tg_tensor **out, tg_tensor *input1, tg_tenso
 TG_API int tg_triplet_margin_loss(tg_tensor **out, tg_tensor *anchor, tg_tensor *positive,
                                   tg_tensor *negative, double margin, double p, double eps,
                                   bool swap, tg_reduction red);
+/* A distance for tg_triplet_margin_with_distance_loss: *out (a new
+ * reference) the distances of x1 and x2 (borrowed), user the caller's
+ * pointer; TG_OK or a negative tg_status with its message set. */
+typedef int (*tg_distance_fn)(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, void *user);
+/* F.triplet_margin_with_distance_loss(anchor, positive, negative,
+ * distance_function, margin, swap, reduction): max(0, margin + d(a, p) -
+ * d(a, n)) with d = distance(., ., user), tg_pairwise_distance(., ., 2,
+ * 1e-6, false) for a NULL distance (torch's None); swap replaces d(a, n)
+ * with min(d(a, n), d(p, n)).  Differentiable as far as d is (gradients
+ * flow through what distance records).  margin > 0 (TG_EINVAL, as torch);
+ * the three must have the same number of dims (TG_ESHAPE); no dtype rule
+ * or AMP cast of its own: distance's apply.  An error of distance is
+ * returned as it is. */
+TG_API int tg_triplet_margin_with_distance_loss(tg_tensor **out, tg_tensor *anchor,
+                                                tg_tensor *positive, tg_tensor *negative,
+                                                tg_distance_fn distance, void *user,
+                                                double margin, bool swap, tg_reduction red);
 /* F.gaussian_nll_loss(input, target, var, full, eps): 0.5 (log v + (input -
  * target)^2 / v), plus 0.5 log(2 pi) with full, v = max(var, eps); as
  * torch's, the clamp does not stop the gradient in var.  input and target

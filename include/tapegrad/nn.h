@@ -597,6 +597,14 @@ TG_API int tg_nn_upsample_linear_new(tg_module **out, int n_spatial, const int64
  * integer factors scale[0..2) (type name "Upsample"): forward is
  * tg_upsample_bicubic to the extents S*scale. */
 TG_API int tg_nn_upsample_bicubic_new(tg_module **out, const int64_t *scale, bool align_corners);
+/* nn.UpsamplingNearest2d(scale_factor=scale) and
+ * nn.UpsamplingBilinear2d(scale_factor=scale) with integer factors
+ * scale[0..2): Upsample modules (type name "Upsample", torch's base class:
+ * tg_nn_upsample_params reads them, ONNX export is Upsample's) of mode
+ * nearest, and bilinear with align_corners=True.  torch's size= form has
+ * no equivalent.  TG_EINVAL as tg_nn_upsample_new's. */
+TG_API int tg_nn_upsampling_nearest2d_new(tg_module **out, const int64_t *scale);
+TG_API int tg_nn_upsampling_bilinear2d_new(tg_module **out, const int64_t *scale);
 /* An Upsample (type name "Upsample") of mode TG_UPSAMPLE_LINEAR (bilinear)
  * or TG_UPSAMPLE_BICUBIC with integer factors scale[0..2) whose forward is
  * tg_upsample_antialias to the extents S*scale: F.interpolate(x,
@@ -670,6 +678,11 @@ TG_API int tg_nn_logsigmoid_new(tg_module **out);
  * [-TG_MAX_DIMS, TG_MAX_DIMS - 1]. */
 TG_API int tg_nn_softmax_new(tg_module **out, int dim);
 TG_API int tg_nn_log_softmax_new(tg_module **out, int dim);
+/* nn.Softmax2d (type name "Softmax2d"): tg_softmax over the channels,
+ * dim -3, of a (C, H, W) or (N, C, H, W) input; another rank is TG_ESHAPE
+ * at the forward ("expected input to be 3D or 4D", torch's words).  Its
+ * tg_nn_act_dim is -3.  TG_EINVAL for a NULL out. */
+TG_API int tg_nn_softmax2d_new(tg_module **out);
 /* nn.Identity (type name "Identity"): forward gives x itself (a new
  * reference to the same tensor), as torch's.  TG_EINVAL for a NULL out. */
 TG_API int tg_nn_identity_new(tg_module **out);
@@ -704,9 +717,9 @@ TG_API int tg_nn_tanhshrink_new(tg_module **out);
 TG_API int tg_nn_softmin_new(tg_module **out, int dim);
 /* The one number a CELU (alpha), Hardshrink or Softshrink (lambd) was made
  * with; a Threshold's threshold and value; the dim of a Softmax,
- * LogSoftmax, Softmin or GLU as given (tg_module_type_name tells the kinds
- * apart).  Out-pointers may be NULL; TG_EINVAL for a NULL m or, naming its
- * type, another module. */
+ * LogSoftmax, Softmin or GLU as given, -3 for a Softmax2d
+ * (tg_module_type_name tells the kinds apart).  Out-pointers may be NULL;
+ * TG_EINVAL for a NULL m or, naming its type, another module. */
 TG_API int tg_nn_act_number(const tg_module *m, double *value);
 TG_API int tg_nn_threshold_params(const tg_module *m, double *threshold, double *value);
 TG_API int tg_nn_act_dim(const tg_module *m, int *dim);
@@ -1178,6 +1191,14 @@ TG_API int tg_nn_cosine_embedding_loss_new(tg_module **out, double margin, tg_re
  * 1, 2, 1e-6, false. */
 TG_API int tg_nn_triplet_margin_loss_new(tg_module **out, double margin, double p, double eps,
                                          bool swap, tg_reduction red);
+/* nn.TripletMarginWithDistanceLoss(distance_function, margin, swap,
+ * reduction): tg_triplet_margin_with_distance_loss with distance and user
+ * (NULL distance: pairwise_distance, torch's None); torch's defaults NULL,
+ * 1, false.  user is borrowed: it must outlive the module and its copies
+ * (tg_module_copy shares it).  margin > 0 (TG_EINVAL). */
+TG_API int tg_nn_triplet_margin_with_distance_loss_new(tg_module **out, tg_distance_fn distance,
+                                                       void *user, double margin, bool swap,
+                                                       tg_reduction red);
 /* nn.SoftMarginLoss(reduction) and nn.MultiLabelMarginLoss(reduction). */
 TG_API int tg_nn_soft_margin_loss_new(tg_module **out, tg_reduction red);
 TG_API int tg_nn_multilabel_margin_loss_new(tg_module **out, tg_reduction red);
@@ -1213,11 +1234,11 @@ typedef struct tg_nn_loss_opts {
     double delta;             /* HuberLoss */
     double beta;              /* SmoothL1Loss */
     double margin;            /* MarginRanking, HingeEmbedding, CosineEmbedding, TripletMargin,
-                                 MultiMargin */
+                                 MultiMargin, TripletMarginWithDistance */
     double p;                 /* TripletMarginLoss (the norm), MultiMarginLoss (1 or 2) */
     double eps;               /* TripletMarginLoss, PoissonNLLLoss, GaussianNLLLoss */
     bool log_target;          /* KLDivLoss */
-    bool swap;                /* TripletMarginLoss */
+    bool swap;                /* TripletMarginLoss, TripletMarginWithDistanceLoss */
     bool full;                /* PoissonNLLLoss, GaussianNLLLoss */
     bool log_input;           /* PoissonNLLLoss */
     int64_t blank;            /* CTCLoss */

@@ -292,6 +292,17 @@ TG_API int tg_rrelu(tg_tensor **out, tg_tensor *x, double lower, double upper, b
  * rng where one is needed; TG_EDTYPE for an integer x.  The Dropout module
  * (tg_nn_dropout_new) calls this with a generator of its own. */
 TG_API int tg_dropout(tg_tensor **out, tg_tensor *x, double p, bool training, tg_rng *rng);
+/* F.gumbel_softmax(logits, tau, hard, dim): softmax((logits + g) / tau,
+ * dim) with Gumbel(0, 1) noise g = -log(E), E ~ Exp(1), one draw per
+ * element of logits by rng (the same on every machine, not torch's
+ * numbers; rng's counter advances).  hard: the one-hot of the argmax along
+ * dim (the first largest), whose gradient is the soft one's
+ * (y_hard - detach(y_soft) + y_soft, torch's straight-through form).
+ * Differentiable in logits to any order.  TG_EINVAL for a NULL out, logits
+ * or rng, tau 0 or NaN, or dim outside logits' dims; TG_EDTYPE for an
+ * integer logits.  On error *out is untouched. */
+TG_API int tg_gumbel_softmax(tg_tensor **out, tg_tensor *logits, double tau, bool hard, int dim,
+                             tg_rng *rng);
 /* F.dropout1d / F.dropout2d / F.dropout3d(x, p, training) for n_spatial 1,
  * 2, 3: in training each channel (all of x[n, c] at once) is zeroed with
  * probability p and the rest of x scaled by 1 / (1 - p), as tg_dropout

@@ -2,8 +2,8 @@
  * fixed at construction and hold no tensors: nn.Softplus(beta, threshold),
  * nn.LogSigmoid, nn.Softmax(dim), nn.LogSoftmax(dim), nn.Identity, nn.SELU,
  * nn.CELU(alpha), nn.Hardshrink(lambd), nn.Softshrink(lambd),
- * nn.Threshold(threshold, value), nn.GLU(dim), nn.Softsign, nn.Tanhshrink
- * and nn.Softmin(dim).
+ * nn.Threshold(threshold, value), nn.GLU(dim), nn.Softsign, nn.Tanhshrink,
+ * nn.Softmin(dim) and nn.Softmax2d.
  *
  * Each kind is a row of act_vts: torch's class name (the module's type
  * name) and a forward of one line that calls the op with the module's
@@ -103,6 +103,16 @@ static int softmin_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
     return tg_softmin(y, x, args(m)->dim);
 }
 
+/* torch's Softmax2d: softmax over the channels of a (C, H, W) or
+ * (N, C, H, W) input, dim -3; other ranks refused, in its words. */
+static int softmax2d_forward(tg_module *m, tg_tensor **y, tg_tensor *x)
+{
+    TG_CHECK(x != NULL, TG_EINVAL, "Softmax2d: x must not be NULL");
+    TG_CHECK(tg_tensor_ndim(x) == 3 || tg_tensor_ndim(x) == 4, TG_ESHAPE,
+             "Softmax2d: expected input to be 3D or 4D, got %dD instead", tg_tensor_ndim(x));
+    return tg_softmax(y, x, args(m)->dim);
+}
+
 typedef enum act_kind {
     ACT_SOFTPLUS,
     ACT_LOGSIGMOID,
@@ -118,6 +128,7 @@ typedef enum act_kind {
     ACT_SOFTSIGN,
     ACT_TANHSHRINK,
     ACT_SOFTMIN,
+    ACT_SOFTMAX2D,
     ACT_KINDS
 } act_kind;
 
@@ -139,6 +150,7 @@ static const tg_module_vtable act_vts[] = {
     [ACT_SOFTSIGN] = ACT_ROW("Softsign", softsign_forward),
     [ACT_TANHSHRINK] = ACT_ROW("Tanhshrink", tanhshrink_forward),
     [ACT_SOFTMIN] = ACT_ROW("Softmin", softmin_forward),
+    [ACT_SOFTMAX2D] = ACT_ROW("Softmax2d", softmax2d_forward),
 };
 _Static_assert(sizeof act_vts / sizeof *act_vts == ACT_KINDS, "a row for every act_kind");
 
@@ -207,6 +219,11 @@ int tg_nn_softmax_new(tg_module **out, int dim)
 int tg_nn_log_softmax_new(tg_module **out, int dim)
 {
     return dim_module_new(out, ACT_LOG_SOFTMAX, dim, "nn_log_softmax_new");
+}
+
+int tg_nn_softmax2d_new(tg_module **out)
+{
+    return act_new(out, ACT_SOFTMAX2D, (act_args){.dim = -3}, "nn_softmax2d_new");
 }
 
 int tg_nn_identity_new(tg_module **out)
@@ -295,8 +312,8 @@ int tg_nn_act_dim(const tg_module *m, int *dim)
     const act_args *a = NULL;
     TG_TRY(act_args_of(m,
                        1u << ACT_SOFTMAX | 1u << ACT_LOG_SOFTMAX | 1u << ACT_SOFTMIN |
-                           1u << ACT_GLU,
-                       &a, "nn_act_dim", "Softmax, LogSoftmax, Softmin or GLU"));
+                           1u << ACT_GLU | 1u << ACT_SOFTMAX2D,
+                       &a, "nn_act_dim", "Softmax, LogSoftmax, Softmin, GLU or Softmax2d"));
     if (dim) *dim = a->dim;
     return TG_OK;
 }

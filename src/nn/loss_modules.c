@@ -13,7 +13,8 @@
 typedef enum loss_kind {
     MSE, L1, CROSS_ENTROPY, NLL, BCE, BCE_LOGITS, HUBER, SMOOTH_L1, KL_DIV, MARGIN_RANKING,
     HINGE_EMBEDDING, COSINE_EMBEDDING, TRIPLET_MARGIN, SOFT_MARGIN, MULTI_MARGIN,
-    MULTILABEL_MARGIN, MULTILABEL_SOFT_MARGIN, POISSON_NLL, GAUSSIAN_NLL, CTC, N_LOSS_KINDS
+    MULTILABEL_MARGIN, MULTILABEL_SOFT_MARGIN, POISSON_NLL, GAUSSIAN_NLL, CTC, TRIPLET_DISTANCE,
+    N_LOSS_KINDS
 } loss_kind;
 
 /* The options of every kind; each uses the fields its function takes. */
@@ -29,6 +30,8 @@ typedef struct loss_state {
     bool flag;                 /* log_target, swap, full or zero_infinity */
     bool log_input;            /* PoissonNLLLoss */
     int64_t blank;             /* CTCLoss */
+    tg_distance_fn distance;   /* TripletMarginWithDistanceLoss, NULL: pairwise_distance */
+    void *distance_user;       /* its pointer, borrowed (copies share it) */
 } loss_state;
 
 static int loss_forward(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs);
@@ -58,6 +61,7 @@ static const tg_module_vtable loss_vts[N_LOSS_KINDS] = {
     [POISSON_NLL] = LOSS_VT("PoissonNLLLoss", 2),
     [GAUSSIAN_NLL] = LOSS_VT("GaussianNLLLoss", 3),
     [CTC] = LOSS_VT("CTCLoss", 4),
+    [TRIPLET_DISTANCE] = LOSS_VT("TripletMarginWithDistanceLoss", 3),
 };
 
 /* ---- the forward ---- */
@@ -99,6 +103,9 @@ static int loss_forward(tg_module *m, tg_tensor **y, int n, tg_tensor *const *xs
                                     .zero_infinity = s->flag};
         return tg_ctc_loss(y, x, t, xs[2], xs[3], &o);
     }
+    case TRIPLET_DISTANCE:
+        return tg_triplet_margin_with_distance_loss(y, x, t, xs[2], s->distance,
+                                                    s->distance_user, s->margin, s->flag, s->red);
     case N_LOSS_KINDS: break;
     }
     TG_ASSERT(!"unknown loss kind");
@@ -309,6 +316,17 @@ int tg_nn_ctc_loss_new(tg_module **out, int64_t blank, tg_reduction red, bool ze
     return loss_new(out, op, &s, NULL, NULL);
 }
 
+int tg_nn_triplet_margin_with_distance_loss_new(tg_module **out, tg_distance_fn distance,
+                                                void *user, double margin, bool swap,
+                                                tg_reduction red)
+{
+    const char *op = "nn_triplet_margin_with_distance_loss_new";
+    TG_CHECK(margin > 0, TG_EINVAL, "%s: margin=%g must be > 0", op, margin);
+    loss_state s = {.kind = TRIPLET_DISTANCE, .red = red, .margin = margin, .flag = swap,
+                    .distance = distance, .distance_user = user};
+    return loss_new(out, op, &s, NULL, NULL);
+}
+
 /* ---- the options ---- */
 
 int tg_nn_loss_options(const tg_module *m, tg_nn_loss_opts *opts)
@@ -323,7 +341,7 @@ int tg_nn_loss_options(const tg_module *m, tg_nn_loss_opts *opts)
     const loss_state *s = tg_module_state(m);
     const loss_kind k = s->kind;
     const bool margin = k == MARGIN_RANKING || k == HINGE_EMBEDDING || k == COSINE_EMBEDDING ||
-                        k == TRIPLET_MARGIN || k == MULTI_MARGIN;
+                        k == TRIPLET_MARGIN || k == MULTI_MARGIN || k == TRIPLET_DISTANCE;
     *opts = (tg_nn_loss_opts){
         .reduction = s->red,
         .ignore_index = k == CROSS_ENTROPY || k == NLL ? s->ignore_index : 0,
@@ -334,7 +352,7 @@ int tg_nn_loss_options(const tg_module *m, tg_nn_loss_opts *opts)
         .p = k == TRIPLET_MARGIN || k == MULTI_MARGIN ? s->p : 0,
         .eps = k == TRIPLET_MARGIN || k == POISSON_NLL || k == GAUSSIAN_NLL ? s->eps : 0,
         .log_target = k == KL_DIV && s->flag,
-        .swap = k == TRIPLET_MARGIN && s->flag,
+        .swap = (k == TRIPLET_MARGIN || k == TRIPLET_DISTANCE) && s->flag,
         .full = (k == POISSON_NLL || k == GAUSSIAN_NLL) && s->flag,
         .log_input = k == POISSON_NLL && s->log_input,
         .blank = k == CTC ? s->blank : 0,

@@ -220,6 +220,18 @@ int tg_nn_upsample_bicubic_new(tg_module **out, const int64_t *scale, bool align
                             align_corners, false);
 }
 
+int tg_nn_upsampling_nearest2d_new(tg_module **out, const int64_t *scale)
+{
+    return tg__upsample_new("nn_upsampling_nearest2d_new", out, 2, scale, TG_UPSAMPLE_NEAREST,
+                            false, false);
+}
+
+int tg_nn_upsampling_bilinear2d_new(tg_module **out, const int64_t *scale)
+{
+    return tg__upsample_new("nn_upsampling_bilinear2d_new", out, 2, scale, TG_UPSAMPLE_LINEAR,
+                            true, false);
+}
+
 int tg_nn_upsample_antialias_new(tg_module **out, tg_upsample_mode mode, const int64_t *scale,
                                  bool align_corners)
 {

@@ -74,8 +74,9 @@ int tg__onnx_emit_logsigmoid(const tg__onnx_site *s, const char **y)
     return tg__onnx_unary(s->g, s->scope, "Neg", t, NULL, y);
 }
 
-/* Softmax and LogSoftmax: opset 13 on normalise along the one axis, as
- * torch's dim (opset 11's axis flattened the dims from it on). */
+/* Softmax, LogSoftmax and Softmax2d (a Softmax of axis -3): opset 13 on
+ * normalise along the one axis, as torch's dim (opset 11's axis flattened
+ * the dims from it on). */
 int tg__onnx_emit_softmax(const tg__onnx_site *s, const char **y)
 {
     int dim;
@@ -85,7 +86,8 @@ int tg__onnx_emit_softmax(const tg__onnx_site *s, const char **y)
              "onnx_export: module '%s' (%s) runs on a 0-d input, which ONNX's %s has no axis "
              "of", s->path[0] ? s->path : "<top>", type, type);
     tg__onnx_node *n = NULL;
-    TG_TRY(tg__onnx_unary(s->g, s->scope, type, s->x, &n, y));
+    const char *op = strcmp(type, "LogSoftmax") == 0 ? "LogSoftmax" : "Softmax";
+    TG_TRY(tg__onnx_unary(s->g, s->scope, op, s->x, &n, y));
     return tg__onnx_attr_int(s->g, n, "axis", dim);
 }
 

@@ -82,6 +82,7 @@ static const tg__onnx_leaf tg__onnx_leaves[] = {
     {"LogSigmoid", tg__onnx_emit_logsigmoid, NULL, NULL, NULL},
     {"Softmax", tg__onnx_emit_softmax, NULL, NULL, NULL},
     {"LogSoftmax", tg__onnx_emit_softmax, NULL, NULL, NULL},
+    {"Softmax2d", tg__onnx_emit_softmax, NULL, NULL, NULL},
     {"SELU", tg__onnx_emit_selu, NULL, NULL, NULL},
     {"CELU", tg__onnx_emit_celu, NULL, NULL, NULL},
     {"Hardshrink", tg__onnx_emit_shrink, NULL, NULL, NULL},

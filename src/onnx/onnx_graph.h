@@ -166,7 +166,7 @@ int tg__onnx_emit_hardtanh(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_hardsigmoid(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_hardswish(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_mish(const tg__onnx_site *s, const char **y);
-/* Softplus, LogSigmoid, Softmax and LogSoftmax (onnx_act.c). */
+/* Softplus, LogSigmoid, Softmax, LogSoftmax and Softmax2d (onnx_act.c). */
 int tg__onnx_emit_softplus(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_logsigmoid(const tg__onnx_site *s, const char **y);
 int tg__onnx_emit_softmax(const tg__onnx_site *s, const char **y);

@@ -1,4 +1,4 @@
-/* src/ops/distance.c - F.cosine_similarity and F.pairwise_distance of
+/* src/ops/distance.c - F.cosine_similarity, F.pairwise_distance, cdist and pdist of
  * PyTorch 1.13, composed of differentiable public ops (derivatives of any
  * order follow), and the gradient-preserving clamp they and
  * gaussian_nll_loss share.
@@ -16,6 +16,8 @@
  *     torch's CPU kernel: the largest |difference| that is not NaN, and
  *     its gradient, the whole of it to each tied largest |difference| and
  *     NaN at a difference that is NaN or infinite
+ *   pdist(x, p)[k] = ||x[i] - x[j]||_p for the k-th pair i < j in row-major
+ *     order, the same norms as cdist's direct path
  *
  * torch clamps the squared norms in place under no_grad, so its gradient
  * ignores the clamp: d n / d x = x / n with the clamped n.  The clamp here
@@ -278,19 +280,26 @@ done:
     return rc;
 }
 
+/* The p-norm of differences d (.., M) over the last dim, as cdist's and
+ * pdist's: no columns give distances of 0 (an empty sum), as torch's for
+ * every p; p = inf is cdist_inf. */
+static int dist_rows(tg_tensor **out, tg_tensor *d, double p)
+{
+    const int last = -1;
+    return d->shape[d->ndim - 1] == 0 ? tg_sum_dims(out, d, 1, &last, false)
+           : isinf(p)                 ? cdist_inf(out, d)
+                                      : tg_vector_norm(out, d, p, 1, &last, false);
+}
+
 /* The p-norm of every pair's difference, (.., P, 1, M) - (.., 1, R, M). */
 static int cdist_direct(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, double p)
 {
     tg_tensor *a = NULL, *b = NULL, *d = NULL;
-    const int last = -1;
     int rc;
     TG_TRY_GOTO(tg_unsqueeze(&a, x1, x1->ndim - 1));
     TG_TRY_GOTO(tg_unsqueeze(&b, x2, x2->ndim - 2));
     TG_TRY_GOTO(tg_sub(&d, a, b));
-    /* no columns: distances of 0 (an empty sum), as torch's for every p */
-    rc = d->shape[d->ndim - 1] == 0 ? tg_sum_dims(out, d, 1, &last, false)
-         : isinf(p)                 ? cdist_inf(out, d)
-                                    : tg_vector_norm(out, d, p, 1, &last, false);
+    rc = dist_rows(out, d, p);
 done:
     tg_tensor_release(a);
     tg_tensor_release(b);
@@ -315,6 +324,52 @@ int tg_cdist(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, double p)
     }
     tg__lib_leave();
     for (int i = 0; i < 2; i++) tg_tensor_release(c[i]);
+    return tg__scope_capture(out, rc);
+}
+
+/* pdist's rows: x[i] - x[j] for the K = N (N - 1) / 2 pairs i < j in
+ * row-major order (triu_indices(N, N, 1)), gathered by index_select, whose
+ * gradient scatters back (differentiable to any order); then dist_rows. */
+static int pdist_rows(tg_tensor **out, tg_tensor *x, double p)
+{
+    enum { IJ, IR, JR, I, J, A, B, D, N };
+    tg_tensor *t[N] = {NULL};
+    const int64_t n = x->shape[0], k = n * (n - 1) / 2;
+    int rc;
+    TG_TRY_GOTO(tg_triu_indices(&t[IJ], n, n, 1));   /* (2, K) */
+    TG_TRY_GOTO(tg_narrow(&t[IR], t[IJ], 0, 0, 1));
+    TG_TRY_GOTO(tg_narrow(&t[JR], t[IJ], 0, 1, 1));
+    TG_TRY_GOTO(tg_reshape(&t[I], t[IR], 1, &k));
+    TG_TRY_GOTO(tg_reshape(&t[J], t[JR], 1, &k));
+    TG_TRY_GOTO(tg_index_select(&t[A], x, 0, t[I]));   /* (K, M) */
+    TG_TRY_GOTO(tg_index_select(&t[B], x, 0, t[J]));
+    TG_TRY_GOTO(tg_sub(&t[D], t[A], t[B]));
+    rc = dist_rows(out, t[D], p);
+done:
+    tg__loss_release_all(t, N);
+    return rc;
+}
+
+int tg_pdist(tg_tensor **out, tg_tensor *x, double p)
+{
+    const char *op = "pdist";
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
+    TG_CHECK(x != NULL, TG_EINVAL, "%s: x must not be NULL", op);
+    TG_CHECK(tg_dtype_is_float(x->dtype), TG_EDTYPE, "%s: x has dtype %s; float dtypes only",
+             op, tg_dtype_name(x->dtype));
+    TG_CHECK(x->ndim == 2, TG_ESHAPE, "%s: x has %d dims; it must have 2 (rows, columns)", op,
+             x->ndim);
+    TG_CHECK(p >= 0, TG_EINVAL, "%s: p=%g must be >= 0 (and not NaN)", op, p);
+    tg__lib_enter();
+    tg_tensor *c = NULL;
+    int rc = tg__loss_amp_f32(&c, &x, 1);
+    if (rc == TG_OK) {
+        const bool suspended = tg__autocast_suspend(true);
+        rc = pdist_rows(out, c, p);
+        tg__autocast_suspend(suspended);
+    }
+    tg__lib_leave();
+    tg_tensor_release(c);
     return tg__scope_capture(out, rc);
 }
 

@@ -304,3 +304,17 @@ done:
         }
     return rc;
 }
+
+int tg__la_info_check(const char *fn, const tg_tensor *info, const char *rule)
+{
+    const int32_t *v = tg_tensor_data((tg_tensor *)info);
+    const int64_t count = tg_tensor_numel(info);
+    for (int64_t b = 0; b < count; b++) {
+        if (v[b] <= 0) continue;
+        char note[48] = "", what[256];
+        if (info->ndim > 0) snprintf(note, sizeof note, " (Batch element %lld):", (long long)b);
+        snprintf(what, sizeof what, rule, (int)v[b], (int)v[b]);
+        return tg__error(TG_EINVAL, "%s:%s %s", fn, note, what);
+    }
+    return TG_OK;
+}

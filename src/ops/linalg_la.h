@@ -108,6 +108,19 @@ int tg__la_part(tg_tensor *y, int64_t start, int64_t rows, int64_t cols, tg_tens
  * y of differentiable ops (lstsq, householder_product). */
 int tg__la_attach(tg_tensor **out, tg_tensor *x, tg_tensor *y);
 
+/* getrf's info of each matrix of A (..., m, n) as a new i32 tensor (...)
+ * in *info: the 1-based index of U's first exact zero on the diagonal, 0
+ * where there is none; and, when pivots is not NULL, its i32 pivots
+ * (..., min(m, n)) (src/ops/linalg_lufact.c).  Not recorded.  TG_ENOMEM. */
+int tg__la_lu_info(tg_tensor **info, tg_tensor **pivots, const tg_tensor *A);
+
+/* The check_errors of torch's *_ex functions: TG_EINVAL when an element of
+ * the i32 info (...) is positive, for the first one, with the message
+ * "fn: rule" (" (Batch element b):" after fn for a batched info) where
+ * rule is a format whose %d (at most two) are that info value; else
+ * TG_OK. */
+int tg__la_info_check(const char *fn, const tg_tensor *info, const char *rule);
+
 /* Releases ts[0..n) (NULL entries too). */
 void tg__la_release(tg_tensor **ts, int n);
 

@@ -19,7 +19,8 @@
  * backward calls solve again, whose gradients follow.
  * inv has an unchecked form (tg__linalg_inv_unchecked) whose singular
  * matrix gives getrs's infinities instead of an error, for slogdet's
- * gradient (src/ops/linalg_det.c). */
+ * gradient (src/ops/linalg_det.c); inv_ex and solve_ex run both ops
+ * unchecked, their info from a getrf pass of A^T of their own. */
 #include <assert.h>
 #include <math.h>
 #include <string.h>
@@ -44,7 +45,7 @@ static const char *batch_note(bool batched, int64_t b, char *buf, size_t n)
 /* Pivots are kept in a TG_I32 tensor and handed to LAPACK as int. */
 static_assert(sizeof(int) == sizeof(int32_t), "LAPACK's pivots are 32-bit ints");
 
-typedef struct inv_params {
+typedef struct inv_params {   /* inv's, solve's */
     bool unchecked;   /* a singular matrix gives getrs's inf / NaN, no error */
 } inv_params;
 
@@ -209,7 +210,7 @@ static int solve_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *cons
                          const void *params)
 {
     (void)n_in;
-    (void)params;
+    const inv_params *p = params;   /* solve_ex's unchecked */
     static const char fn[] = "torch.linalg.solve";
     tg_tensor *A = in[0], *B = in[1];
     TG_TRY(tg__la_check(fn, "A", A, true));
@@ -239,7 +240,7 @@ static int solve_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *cons
     if (!vec) xs[bn + 1] = k64;
     /* A's own batch is factored (LU and its pivots, A's batch shape, as
      * torch's), each right-hand side solved with its matrix's factors. */
-    lu_job j = {.fn = fn, .dt = A->dtype, .n = n, .nrhs = (int)k64, .check = true,
+    lu_job j = {.fn = fn, .dt = A->dtype, .n = n, .nrhs = (int)k64, .check = !(p && p->unchecked),
                 .batched = A->ndim > 2, .factor = true, .solve = true,
                 .count = tg__la_count(bn, bshape), .bn = bn, .an = A->ndim - 2,
                 .bshape = bshape, .ashape = A->shape};
@@ -380,4 +381,75 @@ int tg_linalg_solve(tg_tensor **out, tg_tensor *A, tg_tensor *B)
     TG_CHECK(out != NULL, TG_EINVAL, "torch.linalg.solve: out is NULL");
     TG_TRY(tg__la_same_dtype("torch.linalg.solve", A, B, true));
     return tg_op_call(&solve_op, out, 2, (tg_tensor *[]){A, B}, NULL, 0);
+}
+
+/* torch's words for the check_errors of inv_ex and solve_ex (%d: the
+ * info) */
+#define INV_SINGULAR                                                                              \
+    "The diagonal element %d is zero, the inversion could not be completed because the input " \
+    "matrix is singular."
+#define SOLVE_SINGULAR "The solver failed because the input matrix is singular."
+
+/* getrf's info of each matrix of A^T, the factorization inv's and solve's
+ * kernels run (module comment) and torch's for a contiguous A. */
+static int lu_t_info(tg_tensor **info, tg_tensor *A)
+{
+    tg_tensor *at = NULL;
+    int rc = tg__la_mT(&at, A);
+    if (rc >= 0) rc = tg__la_lu_info(info, NULL, at);
+    tg_tensor_release(at);
+    return rc;
+}
+
+int tg_linalg_inv_ex(tg_tensor **inverse, tg_tensor **info, tg_tensor *A, bool check_errors)
+{
+    static const char fn[] = "linalg.inv_ex";
+    TG_CHECK(inverse != NULL || info != NULL, TG_EINVAL, "%s: inverse and info are both NULL",
+             fn);
+    TG_TRY(tg__la_distinct(fn, 2, (tg_tensor **const[]){inverse, info},
+                           (const char *const[]){"inverse", "info"}));
+    TG_TRY(tg__la_check(fn, "A", A, true));
+    tg_tensor *y = NULL, *in = NULL;
+    const inv_params p = {.unchecked = true};
+    tg__lib_enter();
+    int rc = lu_t_info(&in, A);
+    if (rc >= 0 && check_errors) rc = tg__la_info_check(fn, in, INV_SINGULAR);
+    if (rc >= 0 && inverse) rc = tg_op_call(&inv_op, &y, 1, &A, &p, sizeof p);
+    tg__lib_leave();
+    if (!info) {
+        tg_tensor_release(in);
+        in = NULL;
+    }
+    return tg__la_capture3((tg_tensor **[]){inverse, info, NULL}, (tg_tensor *[]){y, in, NULL},
+                           rc);
+}
+
+int tg_linalg_solve_ex(tg_tensor **result, tg_tensor **info, tg_tensor *A, tg_tensor *B,
+                       bool check_errors)
+{
+    static const char fn[] = "torch.linalg.solve_ex";
+    TG_CHECK(result != NULL || info != NULL, TG_EINVAL, "%s: result and info are both NULL",
+             fn);
+    TG_TRY(tg__la_distinct(fn, 2, (tg_tensor **const[]){result, info},
+                           (const char *const[]){"result", "info"}));
+    TG_TRY(tg__la_same_dtype(fn, A, B, true));
+    TG_TRY(tg__la_check(fn, "A", A, true));
+    tg_tensor *x = NULL, *in = NULL;
+    const inv_params p = {.unchecked = true};
+    tg__lib_enter();
+    int rc = lu_t_info(&in, A);
+    if (rc >= 0 && check_errors) rc = tg__la_info_check(fn, in, SOLVE_SINGULAR);
+    /* the shapes are checked here also when only info is wanted */
+    if (rc >= 0) rc = tg_op_call(&solve_op, &x, 2, (tg_tensor *[]){A, B}, &p, sizeof p);
+    tg__lib_leave();
+    if (!result) {
+        tg_tensor_release(x);
+        x = NULL;
+    }
+    if (!info) {
+        tg_tensor_release(in);
+        in = NULL;
+    }
+    return tg__la_capture3((tg_tensor **[]){result, info, NULL}, (tg_tensor *[]){x, in, NULL},
+                           rc);
 }

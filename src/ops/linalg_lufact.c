@@ -1,4 +1,4 @@
-/* src/ops/linalg_lufact.c - torch.linalg.lu_factor, lu and lu_solve of
+/* src/ops/linalg_lufact.c - torch.linalg.lu_factor, lu_factor_ex, lu and lu_solve of
  * tapegrad/linalg.h: A = P L U with partial pivoting (LAPACK's getrf) for a
  * batch of m x n matrices (lu_solve: square), k = min(m, n): P (m, m), L
  * (m, k) unit lower and U (k, n) upper triangular.
@@ -35,11 +35,12 @@ typedef struct lufact_params {
 } lufact_params;
 
 /* The LU of every matrix of the gathered batch a (count m x n row-major
- * matrices) in place, row-major, and its k = min(m, n) pivots into piv
- * (count * k, or NULL).  check: TG_EINVAL for a zero on U's diagonal,
- * torch's words. */
-static int factor_all(tg_dtype dt, int m, int n, int64_t count, char *a, int *piv, bool check,
-                      bool batched)
+ * matrices) in place, row-major, its k = min(m, n) pivots into piv
+ * (count * k, or NULL) and getrf's info into info (count, or NULL: the
+ * 1-based index of U's first exact zero on the diagonal, else 0).  check:
+ * TG_EINVAL for a zero on U's diagonal, torch's words. */
+static int factor_all(tg_dtype dt, int m, int n, int64_t count, char *a, int *piv, int *info_out,
+                      bool check, bool batched)
 {
     const size_t es = tg_dtype_size(dt), nn = (size_t)m * (size_t)n;
     const int k = m < n ? m : n;
@@ -52,6 +53,7 @@ static int factor_all(tg_dtype dt, int m, int n, int64_t count, char *a, int *pi
         char *mb = a + (size_t)b * nn * es;
         tg__la_transpose(dt, m, n, mb, w);   /* column-major m x n */
         const int info = tg__lapack_getrf_mn(dt, m, n, w, ip);
+        if (info_out) info_out[b] = info;
         if (info > 0 && check) {
             char note[48] = "";
             if (batched) snprintf(note, sizeof note, " (Batch element %lld):", (long long)b);
@@ -83,7 +85,8 @@ static int lufact_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *con
     char *a = Y ? tg__la_gather(A, bn, A->shape, 2, A->dtype) : NULL;
     int rc = a ? TG_OK : TG_ENOMEM;
     if (rc == TG_OK)
-        rc = factor_all(A->dtype, m, n, tg__la_count(bn, A->shape), a, NULL, p->check, bn > 0);
+        rc = factor_all(A->dtype, m, n, tg__la_count(bn, A->shape), a, NULL, NULL, p->check,
+                        bn > 0);
     if (rc == TG_OK)
         memcpy(tg_tensor_data(Y), a, (size_t)tg_tensor_numel(Y) * tg_dtype_size(A->dtype));
     tg__work_free(a);
@@ -134,9 +137,9 @@ static int perm_matrices(const char *fn, tg_dtype dt, int ndim, const int64_t *s
 }
 
 /* The pivots (..., k) as i32 and, when P is not NULL, the permutation
- * matrices P (..., m, m) in A's dtype with A = P L U, from A's LU (not
- * recorded). */
-static int lu_pivots(const tg_tensor *A, tg_tensor **piv, tg_tensor **P)
+ * matrices P (..., m, m) in A's dtype with A = P L U, and when info is not
+ * NULL getrf's info as i32 (...), from A's LU (not recorded). */
+static int lu_pivots(const tg_tensor *A, tg_tensor **piv, tg_tensor **P, tg_tensor **info)
 {
     const int bn = A->ndim - 2, m = (int)A->shape[bn], n = (int)A->shape[bn + 1];
     const int k = m < n ? m : n;
@@ -144,21 +147,33 @@ static int lu_pivots(const tg_tensor *A, tg_tensor **piv, tg_tensor **P)
     memcpy(shape, A->shape, (size_t)A->ndim * sizeof *shape);
     shape[bn] = k;
     tg_tensor *pv = tg__tensor_uninit(TG_I32, A->ndim - 1, shape);
-    char *a = pv ? tg__la_gather(A, bn, A->shape, 2, A->dtype) : NULL;
+    tg_tensor *in = info ? tg__tensor_uninit(TG_I32, bn, A->shape) : NULL;
+    char *a = pv && (in || !info) ? tg__la_gather(A, bn, A->shape, 2, A->dtype) : NULL;
     int rc = a ? TG_OK : TG_ENOMEM;
     if (rc == TG_OK)
-        rc = factor_all(A->dtype, m, n, tg__la_count(bn, A->shape), a, tg_tensor_data(pv), false,
-                        false);
+        rc = factor_all(A->dtype, m, n, tg__la_count(bn, A->shape), a, tg_tensor_data(pv),
+                        in ? tg_tensor_data(in) : NULL, false, false);
     tg__work_free(a);
     shape[bn] = shape[bn + 1] = m;
     if (rc == TG_OK && P)
         rc = perm_matrices("torch.linalg.lu", A->dtype, A->ndim, shape, k, tg_tensor_data(pv), P);
     if (rc < 0) {
         tg_tensor_release(pv);
+        tg_tensor_release(in);
         return rc;
     }
     *piv = pv;
+    if (info) *info = in;
     return TG_OK;
+}
+
+int tg__la_lu_info(tg_tensor **info, tg_tensor **pivots, const tg_tensor *A)
+{
+    tg_tensor *piv = NULL;
+    const int rc = lu_pivots(A, &piv, NULL, info);
+    if (rc == TG_OK && pivots) *pivots = piv;
+    else tg_tensor_release(piv);
+    return rc;
 }
 
 /* Square: P^T gA = L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T into *out,
@@ -262,7 +277,7 @@ static int lufact_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     int rc;
     TG_TRY_GOTO(tg__ctx_saved(ctx, 0, &A));
     TG_TRY_GOTO(tg__ctx_saved_output(ctx, 1, &lu));
-    TG_TRY_GOTO(lu_pivots(A, &piv, &P));
+    TG_TRY_GOTO(lu_pivots(A, &piv, &P, NULL));
     const int64_t m = tg_tensor_dim(lu, -2), n = tg_tensor_dim(lu, -1);
     if (m == n) TG_TRY_GOTO(back_square(lu, g, &x));
     else if (m < n) TG_TRY_GOTO(back_wide(lu, g, m, n, &x));
@@ -298,10 +313,43 @@ int tg_linalg_lu_factor(tg_tensor **LU, tg_tensor **pivots, tg_tensor *A)
     const lufact_params p = {.check = true};
     tg__lib_enter();
     int rc = tg_op_call(&lufact_op, &lu, 1, &A, &p, sizeof p);
-    if (rc >= 0 && pivots) rc = lu_pivots(A, &piv, NULL);
+    if (rc >= 0 && pivots) rc = lu_pivots(A, &piv, NULL, NULL);
     tg__lib_leave();
     return tg__la_capture3((tg_tensor **[]){LU, pivots, NULL}, (tg_tensor *[]){lu, piv, NULL},
                            rc);
+}
+
+/* torch's words for lu_factor_ex's check_errors (%d: the info) */
+#define LU_ZERO                                                                                   \
+    "U[%d,%d] is zero and using it on lu_solve would result in a division by zero. If you "     \
+    "still want to perform the factorization, consider calling linalg.lu(A, pivot) or "          \
+    "linalg.lu_factor_ex(A, pivot)"
+
+int tg_linalg_lu_factor_ex(tg_tensor **LU, tg_tensor **pivots, tg_tensor **info, tg_tensor *A,
+                           bool check_errors)
+{
+    static const char fn[] = "torch.linalg.lu_factor_ex";
+    TG_CHECK(LU != NULL || pivots != NULL || info != NULL, TG_EINVAL,
+             "%s: LU, pivots and info are all NULL", fn);
+    TG_TRY(tg__la_distinct(fn, 3, (tg_tensor **const[]){LU, pivots, info},
+                           (const char *const[]){"LU", "pivots", "info"}));
+    TG_TRY(tg__la_check(fn, "A", A, false));
+    tg_tensor *lu = NULL, *piv = NULL, *in = NULL;
+    const lufact_params p = {.check = false};
+    tg__lib_enter();
+    int rc = tg__la_lu_info(&in, &piv, A);
+    if (rc >= 0 && check_errors) rc = tg__la_info_check(fn, in, LU_ZERO);
+    if (rc >= 0 && LU) rc = tg_op_call(&lufact_op, &lu, 1, &A, &p, sizeof p);
+    tg__lib_leave();
+    if (!pivots) {
+        tg_tensor_release(piv);
+        piv = NULL;
+    }
+    if (!info) {
+        tg_tensor_release(in);
+        in = NULL;
+    }
+    return tg__la_capture3((tg_tensor **[]){LU, pivots, info}, (tg_tensor *[]){lu, piv, in}, rc);
 }
 
 int tg_linalg_lu(tg_tensor **P, tg_tensor **L, tg_tensor **U, tg_tensor *A)
@@ -318,7 +366,7 @@ int tg_linalg_lu(tg_tensor **P, tg_tensor **L, tg_tensor **U, tg_tensor *A)
     int rc = TG_OK;
     tg__lib_enter();
     if (L || U) TG_TRY_GOTO(tg_op_call(&lufact_op, &lu, 1, &A, &p, sizeof p));
-    if (P) TG_TRY_GOTO(lu_pivots(A, &piv, &pm));
+    if (P) TG_TRY_GOTO(lu_pivots(A, &piv, &pm, NULL));
     if (L) {   /* L (m, k): LU's first k columns */
         TG_TRY_GOTO(tg_narrow(&lk, lu, -1, 0, k));
         TG_TRY_GOTO(tg_tril(&sl, lk, -1));

@@ -8,7 +8,9 @@
  * (Murray, arXiv 1602.07527), with L the saved output:
  *   gA = tril(L^T gL);  gA = (gA + tril(gA, -1)^T) / 2;
  *   gA = L^-T gA (solve_triangular, upper, left);  gA = gA L^-1 (lower, right)
- * which is symmetric.
+ * which is symmetric.  cholesky_ex runs the same op without the error
+ * (potrf's partial factor where A is not positive-definite) and takes info
+ * from a potrf pass of its own.
  *
  * solve_triangular's op is the left case, A X = B, reading A's upper or
  * lower triangle (unitriangular: not its diagonal, taken as ones); the
@@ -32,8 +34,14 @@ typedef struct chol_job {
     tg_dtype dt;
     int n;
     bool batched;
+    bool unchecked;   /* cholesky_ex: a matrix that is not PD is no error */
+    int32_t *info;    /* potrf's info of each matrix, or NULL */
     char *a;
 } chol_job;
+
+typedef struct chol_params {
+    bool unchecked;   /* potrf's partial factor where A is not PD, no error */
+} chol_params;
 
 /* Matrix b's lower factor, its strictly upper triangle zeroed. */
 static int chol_one(void *job, int64_t b, void *ws)
@@ -45,7 +53,8 @@ static int chol_one(void *job, int64_t b, void *ws)
     const size_t es = tg_dtype_size(j->dt);
     char *m = j->a + (size_t)b * (size_t)n * (size_t)n * es;
     const int info = tg__lapack_potrf_lower(j->dt, n, m);
-    if (info > 0) {
+    if (j->info) j->info[b] = info;
+    if (info > 0 && !j->unchecked) {
         char note[48] = "";
         if (j->batched) snprintf(note, sizeof note, " (Batch element %lld):", (long long)b);
         return tg__error(TG_EINVAL, "%s:%s The factorization could not be completed because "
@@ -61,7 +70,7 @@ static int chol_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const
                         const void *params)
 {
     (void)n_in;
-    (void)params;
+    const chol_params *p = params;
     static const char fn[] = "linalg.cholesky";
     tg_tensor *A = in[0];
     TG_TRY(tg__la_check(fn, "A", A, true));
@@ -72,7 +81,7 @@ static int chol_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const
     tg_tensor *L = tg__tensor_uninit(dt, A->ndim, A->shape);
     char *a = L ? tg__la_gather(A, bn, A->shape, 2, dt) : NULL;
     int rc = a ? TG_OK : TG_ENOMEM;
-    chol_job j = {.dt = dt, .n = n, .batched = bn > 0, .a = a};
+    chol_job j = {.dt = dt, .n = n, .batched = bn > 0, .unchecked = p && p->unchecked, .a = a};
     const double dn = n;
     if (rc == TG_OK) rc = tg__la_batch(count, dn * dn * dn / 3, 0, chol_one, &j);
     if (rc == TG_OK) memcpy(tg_tensor_data(L), a, (size_t)count * nn * es);
@@ -228,6 +237,60 @@ int tg_linalg_cholesky(tg_tensor **out, tg_tensor *A, bool upper)
     tg_tensor_release(L);
     tg__lib_leave();
     return tg__scope_capture_pair(out, U, NULL, NULL, rc);
+}
+
+/* potrf's info of each matrix of A's lower triangle into the new i32
+ * *info (A's batch shape), not recorded. */
+static int chol_info(tg_tensor **info, const tg_tensor *A)
+{
+    const int bn = A->ndim - 2, n = (int)A->shape[bn];
+    const int64_t count = tg__la_count(bn, A->shape);
+    tg_tensor *in = tg__tensor_uninit(TG_I32, bn, A->shape);
+    char *a = in ? tg__la_gather(A, bn, A->shape, 2, A->dtype) : NULL;
+    int rc = a ? TG_OK : TG_ENOMEM;
+    chol_job j = {.dt = A->dtype, .n = n, .unchecked = true, .a = a};
+    if (in) j.info = tg_tensor_data(in);
+    const double dn = n;
+    if (rc == TG_OK) rc = tg__la_batch(count, dn * dn * dn / 3, 0, chol_one, &j);
+    tg__work_free(a);
+    if (rc < 0) {
+        tg_tensor_release(in);
+        return rc;
+    }
+    *info = in;
+    return TG_OK;
+}
+
+/* torch's words for cholesky_ex's check_errors (%d: the info) */
+#define NOT_PD                                                                                    \
+    "The factorization could not be completed because the input is not positive-definite "    \
+    "(the leading minor of order %d is not positive-definite)."
+
+int tg_linalg_cholesky_ex(tg_tensor **L, tg_tensor **info, tg_tensor *A, bool upper,
+                          bool check_errors)
+{
+    static const char fn[] = "linalg.cholesky_ex";
+    TG_CHECK(L != NULL || info != NULL, TG_EINVAL, "%s: L and info are both NULL", fn);
+    TG_TRY(tg__la_distinct(fn, 2, (tg_tensor **const[]){L, info},
+                           (const char *const[]){"L", "info"}));
+    TG_TRY(tg__la_check(fn, "A", A, true));
+    tg__lib_enter();
+    tg_tensor *at = NULL, *lo = NULL, *y = NULL, *in = NULL;
+    const chol_params p = {.unchecked = true};
+    /* upper: the lower factor of A^T, transposed (tg_linalg_cholesky's) */
+    int rc = upper ? tg__la_mT(&at, A) : (at = tg_tensor_retain(A), TG_OK);
+    if (rc >= 0) rc = chol_info(&in, at);
+    if (rc >= 0 && check_errors) rc = tg__la_info_check(fn, in, NOT_PD);
+    if (rc >= 0 && L) rc = tg_op_call(&chol_op, &lo, 1, &at, &p, sizeof p);
+    if (rc >= 0 && L) rc = upper ? tg__la_mT(&y, lo) : (y = tg_tensor_retain(lo), TG_OK);
+    tg_tensor_release(at);
+    tg_tensor_release(lo);
+    tg__lib_leave();
+    if (!info) {
+        tg_tensor_release(in);
+        in = NULL;
+    }
+    return tg__la_capture3((tg_tensor **[]){L, info, NULL}, (tg_tensor *[]){y, in, NULL}, rc);
 }
 
 int tg_linalg_solve_triangular(tg_tensor **out, tg_tensor *A, tg_tensor *B, bool upper, bool left,

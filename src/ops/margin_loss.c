@@ -13,6 +13,8 @@
  *   triplet_margin_loss    max(0, margin + d(a, p) - d(a, n)), d the
  *                          pairwise distance; with swap, d(a, n) is
  *                          min(d(a, n), d(p, n))
+ *   triplet_margin_with_distance_loss  the same with a caller's d
+ *                          (tg_pairwise_distance(., ., 2, 1e-6) without)
  *
  * each reduced as its `reduction`.  max(0, .) is tg_clamp, whose gradient
  * passes where the argument is >= 0, as torch's clamp_min: a margin hit
@@ -203,27 +205,19 @@ done:
     return rc;
 }
 
-static int triplet_margin_loss(tg_tensor **out, tg_tensor *a, tg_tensor *p, tg_tensor *n,
-                               double margin, double norm_p, double eps, bool swap,
-                               tg_reduction red)
+/* max(0, margin + d(a, p) - d(a, n)) reduced, d(a, n) replaced by
+ * min(d(a, n), d(p, n)) with swap: both triplet losses, d = dist(., .,
+ * user). */
+static int triplet_core(tg_tensor **out, tg_tensor *a, tg_tensor *p, tg_tensor *n,
+                        tg_distance_fn dist, void *user, double margin, bool swap,
+                        tg_reduction red)
 {
-    const char *op = "triplet_margin_loss";
-    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
-    TG_TRY(check_float(op, "anchor", a));
-    TG_TRY(check_float(op, "positive", p));
-    TG_TRY(check_float(op, "negative", n));
-    TG_TRY(tg__loss_check_reduction(op, red));
-    TG_CHECK(a->ndim == p->ndim && p->ndim == n->ndim, TG_ESHAPE,
-             "%s: anchor, positive and negative must have the same number of dims, got %d, %d "
-             "and %d", op, a->ndim, p->ndim, n->ndim);
-    TG_CHECK(!isnan(norm_p), TG_EINVAL, "%s: p must not be NaN", op);
-    TG_TRY(check_broadcast(op, a, p, n));
     tg_tensor *t[6] = {0};
     int rc;
-    TG_TRY_GOTO(tg_pairwise_distance(&t[0], a, p, norm_p, eps, false));
-    TG_TRY_GOTO(tg_pairwise_distance(&t[1], a, n, norm_p, eps, false));
+    TG_TRY_GOTO(dist(&t[0], a, p, user));
+    TG_TRY_GOTO(dist(&t[1], a, n, user));
     if (swap) {
-        TG_TRY_GOTO(tg_pairwise_distance(&t[2], p, n, norm_p, eps, false));
+        TG_TRY_GOTO(dist(&t[2], p, n, user));
         TG_TRY_GOTO(tg_minimum(&t[3], t[1], t[2]));
     } else {
         t[3] = tg_tensor_retain(t[1]);
@@ -234,6 +228,44 @@ static int triplet_margin_loss(tg_tensor **out, tg_tensor *a, tg_tensor *p, tg_t
 done:
     tg__loss_release_all(t, 6);
     return rc;
+}
+
+typedef struct pairwise_args {
+    double p, eps;
+} pairwise_args;
+
+/* tg_pairwise_distance(x1, x2, p, eps, false): TripletMarginLoss's d. */
+static int pairwise_d(tg_tensor **out, tg_tensor *x1, tg_tensor *x2, void *user)
+{
+    const pairwise_args *pa = user;
+    return tg_pairwise_distance(out, x1, x2, pa->p, pa->eps, false);
+}
+
+/* The same number of dims for the three (torch's rule for both losses). */
+static int check_triplet_dims(const char *op, const tg_tensor *a, const tg_tensor *p,
+                              const tg_tensor *n)
+{
+    TG_CHECK(a->ndim == p->ndim && p->ndim == n->ndim, TG_ESHAPE,
+             "%s: anchor, positive and negative must have the same number of dims, got %d, %d "
+             "and %d", op, a->ndim, p->ndim, n->ndim);
+    return TG_OK;
+}
+
+static int triplet_margin_loss(tg_tensor **out, tg_tensor *a, tg_tensor *p, tg_tensor *n,
+                               double margin, double norm_p, double eps, bool swap,
+                               tg_reduction red)
+{
+    const char *op = "triplet_margin_loss";
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
+    TG_TRY(check_float(op, "anchor", a));
+    TG_TRY(check_float(op, "positive", p));
+    TG_TRY(check_float(op, "negative", n));
+    TG_TRY(tg__loss_check_reduction(op, red));
+    TG_TRY(check_triplet_dims(op, a, p, n));
+    TG_CHECK(!isnan(norm_p), TG_EINVAL, "%s: p must not be NaN", op);
+    TG_TRY(check_broadcast(op, a, p, n));
+    pairwise_args pa = {.p = norm_p, .eps = eps};
+    return triplet_core(out, a, p, n, pairwise_d, &pa, margin, swap, red);
 }
 
 /* Each public function runs its ops on the library's behalf; only the
@@ -299,5 +331,30 @@ int tg_triplet_margin_loss(tg_tensor **out, tg_tensor *anchor, tg_tensor *positi
     if (rc == TG_OK) rc = triplet_margin_loss(out, c[0], c[1], c[2], margin, p, eps, swap, red);
     tg__lib_leave();
     for (int i = 0; i < 3; i++) tg_tensor_release(c[i]);
+    return tg__scope_capture(out, rc);
+}
+
+int tg_triplet_margin_with_distance_loss(tg_tensor **out, tg_tensor *anchor,
+                                         tg_tensor *positive, tg_tensor *negative,
+                                         tg_distance_fn distance, void *user, double margin,
+                                         bool swap, tg_reduction red)
+{
+    const char *op = "triplet_margin_with_distance_loss";
+    TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
+    TG_CHECK(anchor != NULL, TG_EINVAL, "%s: anchor must not be NULL", op);
+    TG_CHECK(positive != NULL, TG_EINVAL, "%s: positive must not be NULL", op);
+    TG_CHECK(negative != NULL, TG_EINVAL, "%s: negative must not be NULL", op);
+    TG_TRY(tg__loss_check_reduction(op, red));
+    TG_CHECK(margin > 0, TG_EINVAL, "%s: margin=%g must be > 0", op, margin);
+    TG_TRY(check_triplet_dims(op, anchor, positive, negative));
+    pairwise_args pa = {.p = 2.0, .eps = 1e-6};   /* torch's pairwise_distance defaults */
+    if (!distance) {
+        distance = pairwise_d;
+        user = &pa;
+    }
+    tg__lib_enter();
+    const int rc = triplet_core(out, anchor, positive, negative, distance, user, margin, swap,
+                                red);
+    tg__lib_leave();
     return tg__scope_capture(out, rc);
 }
