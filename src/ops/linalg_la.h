@@ -55,6 +55,10 @@ int tg__la_perm_sign(int n, const int *ipiv);
 /* tg_linalg_inv without its singular-matrix error: getrs's infinities or
  * NaN for a singular A (slogdet's gradient; src/ops/linalg_lu.c). */
 int tg__linalg_inv_unchecked(tg_tensor **out, tg_tensor *A);
+/* tg_linalg_solve (A and B of one float dtype, as it checks) without its
+ * singular-matrix error, its create_graph backward unchecked too (det's
+ * and slogdet's gradients under create_graph; src/ops/linalg_lu.c). */
+int tg__linalg_solve_unchecked(tg_tensor **out, tg_tensor *A, tg_tensor *B);
 
 /* A^-T for each matrix of a batch from the LU factors that solve's, det's
  * and slogdet's forwards keep (src/ops/linalg_lu.c): lu (..., n, n) the
