@@ -17,6 +17,9 @@
  * precision dtypes not supported"), TG_ESHAPE for the dims.  The extents
  * must fit LAPACK's int (TG_EINVAL). */
 int tg__la_check(const char *fn, const char *what, const tg_tensor *A, bool square);
+/* tg__la_check that also takes f16 and bf16 (matrix_exp, computed in f64
+ * and rounded to them). */
+int tg__la_check_half(const char *fn, const char *what, const tg_tensor *A, bool square);
 
 /* A and B have one float dtype, as torch's solvers ask (TG_EDTYPE naming
  * fn): checked before dispatch, which would promote them.  fp32_policy:
