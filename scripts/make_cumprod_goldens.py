@@ -9,7 +9,7 @@ Case "case<i>", i < the metadata "cases", with metadata case<i>.fn
 (cumprod, prod, prod_dim, cummax, cummin, logcumsumexp), case<i>.dtype
 (f64, f32, bf16, f16, i64, i32, u8), case<i>.dim, case<i>.keepdim ("0" or
 "1", prod_dim's) and case<i>.kind (how x was made: plain, one_zero,
-two_zeros, end_zeros, nonfinite, ties), and tensors: case<i>.x, the result
+two_zeros, end_zeros, zero_run, nonfinite, ties), and tensors: case<i>.x, the result
 case<i>.y, cummax's and cummin's indices case<i>.i (i64), and for a float
 x the upstream gradient case<i>.g and x's gradient case<i>.dx; for an f64
 x with a gradient also case<i>.h and case<i>.ddx, the gradient of
@@ -157,6 +157,17 @@ def main():
         x = torch.tensor([[float("-inf"), float("-inf"), 1.0, float("-inf"), 0.5],
                           [2.0, float("-inf"), -1.0, 3.0, float("-inf")]], dtype=FLOATS[dtname])
         w.case("logcumsumexp", dtname, "neg_inf", x, 1, False, gen)
+    # cumprod with runs of zeros in a line (two and three in a row, one at
+    # each end of a run, a line that ends in a run), and long lines of 600
+    # with several runs: torch's exact paths for inputs with zeros
+    for dtname in ("f64", "f32"):
+        for shape, dim in (((3, 9), 1), ((9, 3), 0), ((2, 600), 1)):
+            x = make_x("plain", shape, FLOATS["f64"], dim, gen)
+            n = shape[dim]
+            for lo, hi in ((2, 4), (5, 8)) if n < 20 else ((3, 5), (100, 103), (590, 600)):
+                x.narrow(dim, lo, hi - lo).zero_()
+            x.select(1 - dim, 1).narrow(0, n - 2, 2).zero_()
+            w.case("cumprod", dtname, "zero_run", x.to(FLOATS[dtname]), dim, False, gen)
     w.meta["cases"] = str(w.n)
     print("%d cases" % w.n)
     write_safetensors(OUT, w.tensors, w.meta)

@@ -2,8 +2,9 @@
  * tg_cummin and tg_logcumsumexp against PyTorch (values, indices, first
  * and, in f64, second derivatives; f64, f32, bf16, f16, i64, i32, u8;
  * ranks 0 to 3, every dim, an empty extent, zeros in every line (one, two,
- * at both ends), NaNs and infinities, ties), gradcheck and gradgradcheck in
- * f64 at inputs with one and two zeros, views, the tie and NaN rules, and
+ * at both ends, runs), NaNs and infinities, ties), gradcheck and
+ * gradgradcheck in f64 at inputs with one, two and runs of zeros, a line of
+ * 200000 with zeros to the second order, views, the tie and NaN rules, and
  * the refusals.  Goldens: scripts/make_cumprod_goldens.py. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -105,7 +106,8 @@ Test(cumprod, every_case_matches_torch)
 typedef struct cp_case {
     int fn;   /* 0 cumprod, 1 prod_dim, 2 prod, 3 cummax, 4 cummin, 5 logcumsumexp */
     int dim;
-    int zeros;   /* zeros put into x: 0, 1 or 2 (in one line), 3 (a line of them) */
+    int zeros;   /* zeros put into x: 0, 1 or 2 (in one line), 3 (a line of them),
+                    4 (runs of two) */
 } cp_case;
 
 static int cp_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
@@ -125,13 +127,14 @@ static int cp_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
 /* Distinct values away from 0 (so that the cummax order does not move
  * under gradcheck's steps), then c's zeros: one at (0, 1, 2) (every dim's
  * line through it has one), two at (0, 1, 2) and (0, 1, 0) (dim 2's line
- * has two), or all of x[1]. */
+ * has two), all of x[1], or three at (0, 1, 1), (0, 1, 2) and (0, 2, 2)
+ * (two in a row along dims 1 and 2). */
 Test(cumprod, gradcheck_and_gradgradcheck)
 {
     const cp_case cases[] = {{0, 2, 0}, {0, 2, 1}, {0, 2, 2}, {0, 1, 1}, {0, -3, 2},
-                             {0, 0, 3}, {1, 2, 0}, {1, 2, 1}, {1, 2, 2}, {1, 0, 3},
-                             {2, 0, 0}, {2, 0, 1}, {2, 0, 2}, {3, 2, 0}, {4, 1, 0},
-                             {5, 2, 0}, {5, 0, 0}};
+                             {0, 0, 3}, {0, 2, 4}, {0, 1, 4}, {0, 0, 4}, {1, 2, 0},
+                             {1, 2, 1}, {1, 2, 2}, {1, 0, 3}, {2, 0, 0}, {2, 0, 1},
+                             {2, 0, 2}, {3, 2, 0}, {4, 1, 0}, {5, 2, 0}, {5, 0, 0}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         tg_tensor *x = th_seq(TG_F64, 3, (int64_t[]){2, 3, 4}, 0.5, 1.5);
         double *d = tg_tensor_data(x);
@@ -140,6 +143,7 @@ Test(cumprod, gradcheck_and_gradgradcheck)
         if (cases[c].zeros >= 2) d[1 * 4 + 0] = 0;
         if (cases[c].zeros == 3)
             for (int e = 12; e < 24; e++) d[e] = 0;
+        if (cases[c].zeros == 4) d[1 * 4 + 1] = d[2 * 4 + 2] = d[1 * 4 + 2] = 0;
         OK(tg_tensor_set_requires_grad(x, true));
         tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
         cr_assert(eq(int, tg_gradcheck(cp_fn, (void *)&cases[c], 1, &x, &o), TG_OK),
@@ -208,18 +212,23 @@ static void three_orders(bool cumprod, const double *xs, double d[3][5])
     th_release_all(10, (tg_tensor *[]){x, w, v, u, c, cw, y, g, h, t});
 }
 
-/* Derivatives of the first three orders at one and two zeros, as torch
- * 1.13 gives them (its exact paths for inputs with zeros). */
+/* Derivatives of the first three orders at one and two zeros, and at runs
+ * of zeros (two in a row, a line ending in two, a line starting with
+ * three), as torch 1.13 gives them (its exact paths for inputs with zeros). */
 Test(cumprod, third_order_at_zeros_matches_torch)
 {
-    const double one[] = {2, 0, 3, 0.5, 4}, two[] = {2, 0, 3, 0, 4};
-    const double want[3][3][5] = {
+    const double xs[6][5] = {{2, 0, 3, 0.5, 4}, {2, 0, 3, 0, 4},  {2, 0, 3, 0.5, 4},
+                             {2, 0, 0, 3, 4},   {2, 3, 0.5, 0, 0}, {0, 0, 0, 3, 4}};
+    const double want[6][3][5] = {
         {{1, 94, 0, 0, 0}, {-47, 220, -30, -144, -15}, {-34.5, 301.125, -60.5, 78, -18.75}},
         {{1, 22, 0, 0, 0}, {-11, 161.5, -6, -144, 0}, {-63, 277.5, -49.5, 78, -30}},
-        {{0, 18, 0, 0, 0}, {-9, 50.25, -6, -36, -4.5}, {-11.25, 73.6875, -15, 18, -5.625}}};
-    for (int k = 0; k < 3; k++) {
+        {{0, 18, 0, 0, 0}, {-9, 50.25, -6, -36, -4.5}, {-11.25, 73.6875, -15, 18, -5.625}},
+        {{1, 4, 0, 0, 0}, {-2, 301, -150, 0, 0}, {225, 301.5, -115.5, 144, 90}},
+        {{11.5, 7, 18, 12, 0}, {20.5, 17.75, 22.5, 39.5, 15}, {39.25, 30, -0.5, 79.125, 100}},
+        {{1, 0, 0, 0, 0}, {-2, 1, 0, 0, 0}, {225, 112.5, -37.5, 0, 0}}};
+    for (int k = 0; k < 6; k++) {
         double d[3][5];
-        three_orders(k < 2, k == 1 ? two : one, d);
+        three_orders(k != 2, xs[k], d);
         for (int o = 0; o < 3; o++)
             for (int e = 0; e < 5; e++)
                 cr_assert(th_close(d[o][e], want[k][o][e], 1e-12, 1e-12),
@@ -228,18 +237,18 @@ Test(cumprod, third_order_at_zeros_matches_torch)
     }
 }
 
-/* cumprod's gradient at zeros without a graph (a loop per line, O(D)) is
- * the one with a graph (the D x D products), on lines of 40 with no, one,
- * two and many zeros, along each dim of a view. */
+/* cumprod's gradient at zeros without a graph (a loop per line) is the
+ * one with a graph (the linear scan), on lines of 40 with no, one, two,
+ * many zeros and runs of them, along each dim of a view. */
 Test(cumprod, zero_paths_agree)
 {
-    for (int zeros = 0; zeros < 4; zeros++)
+    for (int zeros = 0; zeros < 5; zeros++)
         for (int dim = 0; dim < 2; dim++) {
             tg_tensor *b = th_seq(TG_F64, 2, (int64_t[]){40, 3}, -1.5, 1.5), *x = NULL;
             double *d = tg_tensor_data(b);
             for (int e = 0; e < 120; e++)
                 if ((zeros == 1 && e == 61) || (zeros == 2 && (e == 4 || e == 100)) ||
-                    (zeros == 3 && e % 7 == 2))
+                    (zeros == 3 && e % 7 == 2) || (zeros == 4 && (e % 40 < 3 || e > 110)))
                     d[e] = 0;
             OK(tg_tensor_set_requires_grad(b, true));
             OK(tg_transpose(&x, b, 0, 1));   /* (3, 40), strided */
@@ -255,6 +264,61 @@ Test(cumprod, zero_paths_agree)
             th_expect_close(what, d1, d2, 1e-12);
             th_release_all(6, (tg_tensor *[]){b, x, y, g, d1, d2});
         }
+}
+
+/* The first gradient of sum(g * cumprod(x)) with no graph kept (the loop
+ * per line), at x + t e_m: affine in t, since the gradient has degree 1 in
+ * each x[m].  So its difference at t = 1 and t = -1, halved, is exactly the
+ * derivative along e_m, which sum(h * dx)'s gradient at m must be. */
+static double fd_along(tg_tensor *x, tg_tensor *g, tg_tensor *h, int64_t m)
+{
+    double r[2];
+    for (int s = 0; s < 2; s++) {
+        tg_tensor *xp = NULL, *y = NULL, *dx = NULL, *p = NULL, *t = NULL;
+        OK(tg_tensor_clone(&xp, x));
+        double *d = tg_tensor_data(xp);
+        d[m] += s == 0 ? 1.0 : -1.0;
+        OK(tg_tensor_set_requires_grad(xp, true));
+        OK(tg_cumprod(&y, xp, 0));
+        OK(tg_grad(&dx, 1, &y, &g, 1, &xp, NULL));
+        OK(tg_mul(&p, dx, h));
+        OK(tg_sum(&t, p));
+        r[s] = th_at(t, 0);
+        th_release_all(5, (tg_tensor *[]){xp, y, dx, p, t});
+    }
+    return (r[0] - r[1]) / 2;
+}
+
+/* A line of 200000 with zeros (single ones and runs) under create_graph:
+ * the first gradient is the loop's, and the second, at the zeros and
+ * beside them, the exact difference of first gradients (fd_along). */
+Test(cumprod, long_line_with_zeros_second_order)
+{
+    const int64_t D = 200000, ms[] = {0, 999, 1000, 1001, 1002, 1003, 70000, 199999};
+    tg_tensor *x = th_seq(TG_F64, 1, &D, -1, 1), *g = th_seq(TG_F64, 1, &D, 1, -1);
+    tg_tensor *h = th_seq(TG_F64, 1, &D, 0.5, -0.25);
+    double *d = tg_tensor_data(x);
+    for (int64_t e = 0; e < D; e++) d[e] = (e % 2 ? -1 : 1) * (1 + 1e-3 * sin((double)e));
+    d[1000] = d[1001] = d[1002] = d[70000] = d[150000] = 0;
+    OK(tg_tensor_set_requires_grad(x, true));
+    tg_tensor *y = NULL, *d1 = NULL, *d2 = NULL, *p = NULL, *s = NULL, *dd = NULL;
+    OK(tg_cumprod(&y, x, 0));
+    tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
+    o.create_graph = true;
+    OK(tg_grad(&d2, 1, &y, &g, 1, &x, &o));
+    tg_backward_opts keep = TG_BACKWARD_OPTS_INIT;
+    keep.retain_graph = true;
+    OK(tg_grad(&d1, 1, &y, &g, 1, &x, &keep));
+    th_expect_close("first order", d1, d2, 1e-12);
+    OK(tg_mul(&p, d2, h));
+    OK(tg_sum(&s, p));
+    OK(tg_grad(&dd, 1, &s, NULL, 1, &x, NULL));
+    for (size_t k = 0; k < sizeof ms / sizeof *ms; k++) {
+        const double want = fd_along(x, g, h, ms[k]), got = th_at(dd, ms[k]);
+        cr_assert(th_close(got, want, 1e-9, 1e-9), "ddx[%lld]: %g, by differences %g",
+                  (long long)ms[k], got, want);
+    }
+    th_release_all(9, (tg_tensor *[]){x, g, h, y, d1, d2, p, s, dd});
 }
 
 /* torch's CPU rule, element by element: the later of equal elements, a

@@ -351,6 +351,32 @@ Test(linalg_more, matrix_exp_identities)
     tg_tensor_release(i4);
 }
 
+/* matrix_exp of bf16 and f16 matrices (computed in f64, rounded once) and
+ * its gradient against torch's f64 results rounded to the half dtype
+ * (tests/golden/matrix_exp_half.safetensors): within one rounding. */
+Test(linalg_more, matrix_exp_half_matches_torch)
+{
+    tg_st_file *f = th_golden_load("matrix_exp_half.safetensors");
+    const int n = atoi(tg_st_meta_get(f, "cases"));
+    int per[2] = {0, 0};
+    for (int c_i = 0; c_i < n; c_i++) {
+        char c[16];
+        snprintf(c, sizeof c, "case%d", c_i);
+        const bool bf = !strcmp(th_golden_meta(f, c, "dtype"), "bf16");
+        tg_tensor *x = th_leaf_clone(th_golden_get(f, c, "x")), *y = NULL, *dx = NULL;
+        tg_tensor *g = (tg_tensor *)th_golden_get(f, c, "g");
+        OK(tg_linalg_matrix_exp(&y, x));
+        cr_assert(eq(int, tg_tensor_dtype(y), bf ? TG_BF16 : TG_F16), "%s", c);
+        th_expect_close(c, y, th_golden_get(f, c, "y"), bf ? 4e-3 : 1e-3);
+        OK(tg_grad(&dx, 1, &y, &g, 1, &x, NULL));
+        th_expect_close(c, dx, th_golden_get(f, c, "dx"), bf ? 4e-3 : 1e-3);
+        per[bf]++;
+        th_release_all(3, (tg_tensor *[]){x, y, dx});
+    }
+    cr_assert(per[0] >= 8 && per[1] >= 8, "%d f16, %d bf16 cases", per[0], per[1]);
+    tg_st_free(f);
+}
+
 Test(linalg_more, more_refusals_name_the_argument)
 {
     uint64_t s = 19;
@@ -400,9 +426,10 @@ Test(linalg_more, more_refusals_name_the_argument)
 }
 
 /* Inside a bf16 autocast scope cholesky_solve, cholesky_inverse and lstsq
- * take bf16 operands in f32 (torch's CPU autocast); lu_factor and
- * matrix_exp refuse bf16 (not on torch's lists; its lu_factor refuses it,
- * its matrix_exp computes in bf16); lu_solve of f32 operands stays f32. */
+ * take bf16 operands in f32 (torch's CPU autocast); lu_factor refuses bf16
+ * (not on torch's lists; its lu_factor refuses it); matrix_exp keeps bf16
+ * (not on the lists: a bf16 result, as outside the scope); lu_solve of f32
+ * operands stays f32. */
 Test(linalg_more, autocast_policies)
 {
     uint64_t s = 3;
@@ -420,7 +447,7 @@ Test(linalg_more, autocast_policies)
     const int rc2 = tg_linalg_lstsq(&y[2], NULL, lb, bb, -1);
     th_expect_refused(tg_linalg_lu_factor(&r, NULL, lb), TG_EDTYPE, "Low precision", r);
     tg_tensor *e = NULL, *lu = NULL, *pv = NULL, *x = NULL, *xw = NULL;
-    th_expect_refused(tg_linalg_matrix_exp(&e, lb), TG_EDTYPE, "Low precision", e);
+    const int rc3 = tg_linalg_matrix_exp(&e, lb);
     OK(tg_linalg_lu_factor(&lu, &pv, l));   /* f32 stays f32 */
     const int rc5 = tg_linalg_lu_solve(&x, lu, pv, b, true, false);
     OK(tg_autocast_end());
@@ -432,6 +459,12 @@ Test(linalg_more, autocast_policies)
     cr_assert(eq(int, rc0, TG_OK));
     cr_assert(eq(int, rc1, TG_OK));
     cr_assert(eq(int, rc2, TG_OK));
+    cr_assert(eq(int, rc3, TG_OK), "matrix_exp: %s", tg_error_message());
+    tg_tensor *e2 = NULL;
+    OK(tg_linalg_matrix_exp(&e2, lb));
+    cr_assert(eq(int, tg_tensor_dtype(e), TG_BF16));
+    th_expect_close("matrix_exp under autocast", e, e2, 0);
+    tg_tensor_release(e2);
     OK(tg_cholesky_solve(&w[0], bbf, lbf, false));
     OK(tg_cholesky_inverse(&w[1], lbf, true));
     OK(tg_linalg_lstsq(&w[2], NULL, lbf, bbf, -1));

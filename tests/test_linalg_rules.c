@@ -191,6 +191,80 @@ Test(linalg_rules, slogdet_of_a_singular_matrix)
     th_release_all(4, (tg_tensor *[]){a, s, l, g});
 }
 
+/* ---- higher derivatives of det and slogdet ---- */
+
+/* The gradient of sum(w * det(A + 3 I)) (user non-NULL: of sum(w *
+ * logabsdet(A + 3 I))) with respect to A, taken with create_graph, so that
+ * gradcheck of it checks det's second derivative and gradgradcheck its
+ * third.  w = (1, -2) over a batch of two.  With no_graph set, the same
+ * gradient without create_graph. */
+static bool no_graph;   /* det_grad_fn without create_graph */
+
+static int det_grad_fn(tg_tensor **out, int n, tg_tensor *const *in, void *user)
+{
+    (void)n;
+    const int64_t m = tg_tensor_dim(in[0], -1);
+    tg_tensor *e = NULL, *e3 = NULL, *a = NULL, *d = NULL, *w = NULL;
+    int rc = tg_tensor_eye(&e, TG_F64, m, m);
+    if (rc >= 0) rc = tg_mul_scalar(&e3, e, 3);
+    if (rc >= 0) rc = tg_add(&a, in[0], e3);
+    if (rc >= 0 && user) rc = tg_linalg_slogdet(NULL, &d, a);
+    else if (rc >= 0) rc = tg_linalg_det(&d, a);
+    if (rc >= 0) w = th_tensor_from(TG_F64, 1, (int64_t[]){2}, (double[]){1, -2});
+    tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
+    o.create_graph = !no_graph;
+    tg_tensor *x = in[0];
+    if (rc >= 0) rc = tg_grad(out, 1, &d, &w, 1, &x, &o);
+    th_release_all(5, (tg_tensor *[]){e, e3, a, d, w});
+    return rc;
+}
+
+/* det's and slogdet's second and third derivatives (their create_graph
+ * gradients solve with A^T, whose own gradients follow) by gradcheck and
+ * gradgradcheck in f64 of the gradient; the create_graph gradient itself
+ * is the one without a graph (from the forward's LU factors). */
+Test(linalg_rules, det_and_slogdet_third_derivatives)
+{
+    static int slog = 1;
+    for (int k = 0; k < 2; k++) {
+        tg_tensor *a = th_rand_uniform(TG_F64, 3, (int64_t[]){2, 3, 3}, 41 + (uint64_t)k);
+        OK(tg_tensor_set_requires_grad(a, true));
+        tg_gradcheck_opts o = TG_GRADCHECK_OPTS_INIT;
+        void *user = k ? &slog : NULL;
+        tg_tensor *g1 = NULL, *g0 = NULL;
+        OK(det_grad_fn(&g1, 1, &a, user));
+        no_graph = true;
+        OK(det_grad_fn(&g0, 1, &a, user));
+        no_graph = false;
+        th_expect_close(k ? "slogdet's gradient" : "det's gradient", g1, g0, 1e-12);
+        th_release_all(2, (tg_tensor *[]){g1, g0});
+        cr_assert(eq(int, tg_gradcheck(det_grad_fn, user, 1, &a, &o), TG_OK), "%s: %s",
+                  k ? "slogdet" : "det", tg_error_message());
+        cr_assert(eq(int, tg_gradgradcheck(det_grad_fn, user, 1, &a, &o), TG_OK), "%s: %s",
+                  k ? "slogdet" : "det", tg_error_message());
+        tg_tensor_release(a);
+    }
+}
+
+/* slogdet's gradient at a singular matrix with create_graph is the
+ * infinities it is without (the solve there unchecked), no error. */
+Test(linalg_rules, slogdet_singular_gradient_with_create_graph)
+{
+    const double v[4] = {1, 2, 2, 4};
+    tg_tensor *a = th_tensor_from(TG_F64, 2, (int64_t[]){2, 2}, v), *l = NULL, *g = NULL;
+    OK(tg_tensor_set_requires_grad(a, true));
+    OK(tg_linalg_slogdet(NULL, &l, a));
+    tg_backward_opts o = TG_BACKWARD_OPTS_INIT;
+    o.create_graph = true;
+    OK(tg_grad(&g, 1, &l, NULL, 1, &a, &o));
+    for (int i = 0; i < 4; i++) {
+        double x;
+        OK(tg_tensor_get_flat(g, i, &x));
+        cr_assert(isinf(x) != 0 || isnan(x) != 0, "element %d: %g", i, x);
+    }
+    th_release_all(3, (tg_tensor *[]){a, l, g});
+}
+
 /* ---- empty matrices, autocast ---- */
 
 Test(linalg_rules, empty_matrices)

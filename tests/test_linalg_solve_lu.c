@@ -6,7 +6,8 @@
  * shows which of the two ran (the saved factors call no linalg_solve); and
  * gradcheck and gradgradcheck pass for the broadcast and vector cases.
  * det's and slogdet's backwards take inv(A)^T from their forward's factors
- * in the same way (no linalg_inv call), and agree with create_graph's. */
+ * in the same way (no linalg_inv nor linalg_solve call), and agree with
+ * create_graph's, which solves A^T X = (g det) I once (no linalg_inv). */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -143,10 +144,10 @@ static int64_t forward_calls(const char *op)
 }
 
 /* *d = the gradient of <g, det(a)> (slog: of slogdet's logabsdet), g from
- * seed, with or without create_graph; *invs: the linalg_inv calls the
- * backward made. */
+ * seed, with or without create_graph; calls[0], calls[1]: the linalg_inv
+ * and linalg_solve calls the backward made. */
 static void det_grad(tg_tensor *a, bool slog, uint64_t seed, bool create, tg_tensor **d,
-                     int64_t *invs)
+                     int64_t *calls)
 {
     tg_tensor *y = NULL;
     OK(slog ? tg_linalg_slogdet(NULL, &y, a) : tg_linalg_det(&y, a));
@@ -157,7 +158,8 @@ static void det_grad(tg_tensor *a, bool slog, uint64_t seed, bool create, tg_ten
     const int rc = tg_grad(d, 1, &y, &g, 1, &a, &o);
     OK(tg_profile_stop());
     cr_assert(eq(int, rc, TG_OK), "tg_grad: %s", tg_error_message());
-    *invs = forward_calls("linalg_inv");
+    calls[0] = forward_calls("linalg_inv");
+    calls[1] = forward_calls("linalg_solve");
     tg_tensor_release(y);
     tg_tensor_release(g);
 }
@@ -171,14 +173,16 @@ Test(linalg_solve_lu, det_and_slogdet_gradients_from_the_saved_factors)
             uint64_t s = 500 + 10 * k + slog;
             tg_tensor *a = leaf(&s, TG_F64, nds[k], shapes[k], true);
             tg_tensor *saved = NULL, *graph = NULL;
-            int64_t n_saved = -1, n_graph = -1;
-            det_grad(a, slog, s, false, &saved, &n_saved);
-            det_grad(a, slog, s, true, &graph, &n_graph);
+            int64_t n_saved[2] = {-1, -1}, n_graph[2] = {-1, -1};
+            det_grad(a, slog, s, false, &saved, n_saved);
+            det_grad(a, slog, s, true, &graph, n_graph);
             char what[64];
             snprintf(what, sizeof what, "%s, %d-d", slog ? "slogdet" : "det", nds[k]);
-            cr_assert(eq(i64, n_saved, 0), "%s: the backward without a graph inverted A", what);
-            cr_assert(eq(i64, n_graph, 1), "%s: the create_graph backward made %lld invs", what,
-                      (long long)n_graph);
+            cr_assert(n_saved[0] == 0 && n_saved[1] == 0,
+                      "%s: the backward without a graph inverted or solved", what);
+            cr_assert(n_graph[0] == 0 && n_graph[1] == 1,
+                      "%s: the create_graph backward made %lld invs and %lld solves", what,
+                      (long long)n_graph[0], (long long)n_graph[1]);
             expect_close(saved, graph, 1e-12, what);
             th_release_all(3, (tg_tensor *[]){a, saved, graph});
         }

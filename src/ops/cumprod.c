@@ -12,16 +12,16 @@
  *             R = flip(cumprod(flip([x[1..D), 1]))) those after it;
  *   cumprod:  dx[j] = sum_{k >= j} g[k] prod_{i <= k, i != j} x[i].
  *             With no zero in x, that is flip(cumsum(flip(g y))) / x.
- *             With a zero, the D x D matrix M[j][i] = (i == j ? 1 : x[i])
- *             gives C = cumprod(M) along i, C[j][k] the product above, and
- *             dx[j] = sum_k triu(C g)[j][k] (k >= j): O(D^2), as torch's
- *             path for inputs with zeros when the graph is kept.  With no
+ *             With a zero, dx[j] = L[j] T[j], L[j] = prod_{i < j} x[i]
+ *             = y[j - 1] and T the reverse linear scan
+ *             T[j] = g[j] + x[j + 1] T[j + 1]: O(D), where torch's path for
+ *             inputs with zeros under create_graph is O(D^2).  With no
  *             graph to keep (no create_graph), a loop over each line
- *             gives the same in O(D), without a division.
- * Where a graph is recorded, both are written with cumprod, cumsum, flip,
- * cat, where, triu and products, each an exact polynomial in x (or one
- * divided by a nonzero x), so every order of derivative is right, at zeros
- * too. */
+ *             computes the same, rounded once.
+ * Where a graph is recorded, both are written with cumsum, flip, cat, slice,
+ * products and linear_scan (whose own backward is two linear scans and
+ * products), each an exact polynomial in x (or one divided by a nonzero x),
+ * so every order of derivative is right, at zeros too. */
 #include <assert.h>
 #include <string.h>
 
@@ -229,46 +229,131 @@ done:
     return rc;
 }
 
-/* The D x D u8 identity. */
-static int eye_u8(tg_tensor **out, int64_t D)
+/* ---- the linear scan behind cumprod's gradient at zeros -------------------------- */
+
+/* linear_scan(a, b, dim, reverse) runs, along each line of dim (a and b of
+ * one shape and float dtype), the first-order recurrence
+ *   forward:  s[k] = b[k] + a[k] s[k - 1],      s[0] = b[0]      (a[0] unused),
+ *   reverse:  s[k] = b[k] + a[k + 1] s[k + 1],  s[D-1] = b[D-1]  (a[0] unused),
+ * each line in double, rounded once to the dtype.  Each is the other's
+ * adjoint with the same a: for the forward scan, with w = reverse(a, g),
+ *   db = w,  da[k] = w[k] s[k - 1]  (0 at k = 0),
+ * and for the reverse one, with w = forward(a, g),
+ *   db = w,  da[k] = w[k - 1] s[k]  (0 at k = 0),
+ * so its backward is written with itself and products: every order of
+ * derivative is exact and costs O(D) per line. */
+typedef struct scan_params {
+    int dim;
+    bool reverse;
+} scan_params;
+
+static void scan_line(const double *a, double *b, int64_t n, bool reverse)
 {
-    TG_TRY(tg_tensor_zeros(out, TG_U8, 2, (const int64_t[]){D, D}));
-    uint8_t *e = tg_tensor_data(*out);
-    for (int64_t k = 0; k < D; k++) e[k * D + k] = 1;
-    return TG_OK;
+    if (!reverse)
+        for (int64_t k = 1; k < n; k++) b[k] += a[k] * b[k - 1];
+    else
+        for (int64_t k = n - 2; k >= 0; k--) b[k] += a[k + 1] * b[k + 1];
 }
 
-/* cumprod's gradient for an x (at least 1-d) with a zero: with dim d moved
- * last, M = where(eye, 1, x expanded to (.., D, D)), C = cumprod(M, -1),
- * dx = sum over k of triu(C * g[.., None, :]), d moved back. */
-static int cumprod_grad_zeros(tg_tensor **gx, tg_tensor *g, tg_tensor *x, int d)
+static int scan_forward(tg_op_ctx *ctx, tg_tensor **out, int n, tg_tensor *const *in,
+                        const void *params)
 {
-    const int nd = x->ndim, last = nd - 1;
-    const int64_t D = x->shape[d];
-    tg_tensor *xt = NULL, *gt = NULL, *xu = NULL, *xe = NULL, *eye = NULL, *one = NULL;
-    tg_tensor *m = NULL, *c = NULL, *gu = NULL, *p = NULL, *u = NULL, *s = NULL;
-    int64_t shape[TG_MAX_DIMS + 1];
-    TG_CHECK(nd < TG_MAX_DIMS, TG_ESHAPE, "cumprod: the gradient with create_graph of a %d-d "
-             "x with a zero needs %d dims; at most %d", nd, nd + 1, TG_MAX_DIMS);
+    (void)n;
+    const scan_params *p = params;
+    tg_tensor *a = in[0], *b = in[1];
+    TG_CHECK(a->dtype == b->dtype && tg_dtype_is_float(a->dtype), TG_EINVAL,
+             "linear_scan: a and b must have one float dtype");
+    TG_CHECK(a->ndim == b->ndim && a->ndim > 0 && p->dim < a->ndim &&
+             !memcmp(a->shape, b->shape, sizeof *a->shape * (size_t)a->ndim),
+             TG_ESHAPE, "linear_scan: a and b must have one shape of 1 or more dims");
+    void *ar = NULL, *br = NULL;
+    int64_t nrows = 0, len = 0;
     int rc;
-    TG_TRY_GOTO(tg_transpose(&xt, x, d, last));
-    TG_TRY_GOTO(tg_transpose(&gt, g, d, last));
-    TG_TRY_GOTO(tg_unsqueeze(&xu, xt, last));
-    memcpy(shape, xt->shape, sizeof *shape * (size_t)nd);
-    shape[nd] = D;
-    TG_TRY_GOTO(tg_expand(&xe, xu, nd + 1, shape));
-    TG_TRY_GOTO(eye_u8(&eye, D));
-    TG_TRY_GOTO(tg_tensor_scalar(&one, x->dtype, 1.0));
-    TG_TRY_GOTO(tg_where(&m, eye, one, xe));
-    TG_TRY_GOTO(tg_cumprod(&c, m, nd));
-    TG_TRY_GOTO(tg_unsqueeze(&gu, gt, last));
-    TG_TRY_GOTO(tg_mul(&p, c, gu));
-    TG_TRY_GOTO(tg_triu(&u, p, 0));
-    TG_TRY_GOTO(tg_sum_dims(&s, u, 1, (const int[]){nd}, false));
-    rc = tg_transpose(gx, s, d, last);
-done:;
-    tg_tensor *all[] = {xt, gt, xu, xe, eye, one, m, c, gu, p, u, s};
-    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) tg_tensor_release(all[k]);
+    tg_tensor *s = tg__tensor_uninit(a->dtype, a->ndim, a->shape);
+    if (!s) return TG_ENOMEM;
+    TG_TRY_GOTO(tg__dim_rows(a, 1u << p->dim, TG_F64, &ar, &nrows, &len));
+    TG_TRY_GOTO(tg__dim_rows(b, 1u << p->dim, TG_F64, &br, &nrows, &len));
+    for (int64_t r = 0; r < nrows; r++)
+        scan_line((const double *)ar + r * len, (double *)br + r * len, len, p->reverse);
+    store_lines(tg_tensor_data(s), a->dtype, a, p->dim, br, TG_F64, nrows, len);
+    rc = tg__cum_save_and_return(ctx, out, a, s);
+    s = NULL;
+done:
+    tg__work_free(ar);
+    tg__work_free(br);
+    tg_tensor_release(s);
+    return rc;
+}
+
+/* v moved one step along d: out[k] = v[k - 1], fill at k = 0. */
+static int shift_in(tg_tensor **out, tg_tensor *v, int d, double fill)
+{
+    const int64_t D = v->shape[d];
+    int64_t shape[TG_MAX_DIMS];
+    memcpy(shape, v->shape, sizeof *shape * (size_t)v->ndim);
+    shape[d] = D > 0 ? 1 : 0;
+    tg_tensor *f = NULL, *head = NULL;
+    int rc;
+    TG_TRY_GOTO(tg_tensor_full(&f, v->dtype, v->ndim, shape, fill));
+    TG_TRY_GOTO(tg_slice(&head, v, d, 0, D > 0 ? D - 1 : 0, 1));
+    rc = tg_cat(out, 2, (tg_tensor *[]){f, head}, d);
+done:
+    tg_tensor_release(f);
+    tg_tensor_release(head);
+    return rc;
+}
+
+static int linear_scan(tg_tensor **out, tg_tensor *a, tg_tensor *b, int d, bool reverse);
+
+static int scan_backward(tg_op_ctx *ctx, tg_tensor *g, tg_tensor **gi)
+{
+    const scan_params *p = tg_op_ctx_params(ctx);
+    tg_tensor *a, *s = NULL, *w = NULL, *prev = NULL;
+    int rc;
+    TG_TRY(tg_op_ctx_saved(ctx, 0, &a));
+    TG_TRY_GOTO(linear_scan(&w, a, g, p->dim, !p->reverse));
+    if (tg_op_ctx_needs_grad(ctx, 0)) {
+        TG_TRY_GOTO(tg_op_ctx_saved_output(ctx, 1, &s));
+        /* forward: w[k] s[k - 1]; reverse: w[k - 1] s[k] */
+        TG_TRY_GOTO(shift_in(&prev, p->reverse ? w : s, p->dim, 0.0));
+        TG_TRY_GOTO(tg_mul(&gi[0], p->reverse ? s : w, prev));
+    }
+    if (tg_op_ctx_needs_grad(ctx, 1)) gi[1] = tg_tensor_retain(w);
+    rc = TG_OK;
+done:
+    tg_tensor_release(s);
+    tg_tensor_release(w);
+    tg_tensor_release(prev);
+    return rc;
+}
+
+static const tg_op_schema scan_op = {
+    .name = "linear_scan", .arity = 2, .amp = TG_AMP_KEEP, .forward = scan_forward,
+    .backward = scan_backward, .double_backward = true,
+    .vjp = "s[k] = b[k] + a[k] s[k-1] (or reversed); db = the opposite scan of g over a, "
+           "da[k] = db[k] s[k-1] (reversed: db[k-1] s[k])"};
+
+static int linear_scan(tg_tensor **out, tg_tensor *a, tg_tensor *b, int d, bool reverse)
+{
+    scan_params p = {.dim = d, .reverse = reverse};
+    return tg_op_call(&scan_op, out, 2, (tg_tensor *[]){a, b}, &p, sizeof p);
+}
+
+/* cumprod's gradient with a graph to record, for an x with zeros, in O(D)
+ * per line and exact at zeros to every order: dx[j] = L[j] T[j], with
+ * L[j] = prod_{i < j} x[i] = y[j - 1] (1 at j = 0) and
+ * T[j] = sum_{k >= j} g[k] prod_{j < i <= k} x[i], the reverse scan
+ * T[j] = g[j] + x[j + 1] T[j + 1]; both polynomials in x and g. */
+static int cumprod_grad_scan(tg_tensor **gx, tg_tensor *g, tg_tensor *x, tg_tensor *y, int d)
+{
+    tg_tensor *l = NULL, *t = NULL;
+    int rc;
+    TG_TRY_GOTO(shift_in(&l, y, d, 1.0));
+    TG_TRY_GOTO(linear_scan(&t, x, g, d, true));
+    rc = tg_mul(gx, l, t);
+done:
+    tg_tensor_release(l);
+    tg_tensor_release(t);
     return rc;
 }
 
@@ -281,7 +366,7 @@ static int cumprod_backward(tg_op_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     int rc;
     if (x->ndim == 0) rc = tg_mul_scalar(&gi[0], g, 1.0);   /* y = x */
     else if (has_zero(x) && !tg_grad_enabled()) rc = cumprod_grad_lines(&gi[0], g, x, d);
-    else if (has_zero(x)) rc = cumprod_grad_zeros(&gi[0], g, x, d);
+    else if (has_zero(x)) rc = cumprod_grad_scan(&gi[0], g, x, y, d);
     else rc = cumprod_grad_nonzero(&gi[0], g, x, y, d);
     tg_tensor_release(y);
     return rc;
@@ -337,7 +422,7 @@ static const tg_op_schema prod_op = {
     .vjp = "da[j] = g * prod_{i != j} a[i] along dim"};
 
 /* The family's schemas, registered by src/ops/families.c. */
-const tg_op_schema *const tg__cumprod_ops[] = {&cumprod_op, &prod_op};
+const tg_op_schema *const tg__cumprod_ops[] = {&cumprod_op, &prod_op, &scan_op};
 static_assert(sizeof tg__cumprod_ops / sizeof tg__cumprod_ops[0] == TG__cumprod_N,
               "src/ops/families.h must count the cumprod ops");
 

@@ -66,7 +66,7 @@
     X(tril, 2)           /* tril.c: tril triu */                              \
     X(sort, 1)           /* sort.c: sort_indices */                           \
     X(diagonal, 2)       /* diagonal.c: diagonal diagonal_embed */            \
-    X(cumprod, 2)        /* cumprod.c: cumprod prod_dim */                    \
+    X(cumprod, 3)        /* cumprod.c: cumprod prod_dim linear_scan */        \
     X(cummax, 2)         /* cummax.c: cummax_indices logcumsumexp */          \
     X(predicates, 8)     /* predicates.c: isnan isinf isposinf isneginf isfinite all any \
                             nan_to_num */                                    \

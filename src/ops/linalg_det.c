@@ -6,14 +6,17 @@
  * whose determinant is A's); slogdet the sum of log |u_ii| and the product
  * of their signs.
  *
- * Backward, with inv and matmul (so gradients of gradients follow):
- *   det:     dA = (g det) inv(A)^T; at a singular matrix (det exactly 0)
+ * Backward, with solve and products (so gradients of gradients follow):
+ *   det:     dA = (g det) inv(A)^T, under create_graph the solve of
+ *            A^T X = (g det) I (torch's linalg_det_backward; no inverse
+ *            is formed); at a singular matrix (det exactly 0)
  *            g adj(A)^T, the adjugate from the SVD A = U S V^T,
  *            adj(A)^T = det(U) det(V) U diag(prod_{j != i} s_j) V^T, which
  *            is not differentiable again (a create_graph backward there is
  *            TG_EUNSUPPORTED);
  *   slogdet: its op's output is (..., 2), sign and log |det|; dA = g_1
- *            inv(A)^T from the second, inv unchecked so that a singular
+ *            inv(A)^T from the second, under create_graph the solve of
+ *            A^T X = g_1 I, the solve unchecked so that a singular
  *            matrix gives torch's infinities.
  * Both keep A's LU factors and pivots, from which a backward that records
  * no graph takes inv(A)^T (tg__la_lu_inv_t) without factoring A again. */
@@ -171,30 +174,35 @@ static int unsqueeze2(tg_tensor **out, tg_tensor *v)
     return rc;
 }
 
-/* (w, shaped (...)) * inv(A)^T; inv unchecked when `unchecked`.  A
+/* (w, shaped (...)) * inv(A)^T; the solve unchecked when `unchecked`.  A
  * backward that records no graph takes inv(A)^T from the forward's LU
- * factors and pivots in ctx's slots lu_slot, lu_slot + 1 (torch's
- * linalg_det_backward solves with its forward's LU too); a create_graph
- * one calls inv, whose gradients follow. */
+ * factors and pivots in ctx's slots lu_slot, lu_slot + 1; a create_graph
+ * one solves A^T X = diag(w) (w times the identity) with linalg_solve,
+ * whose gradients follow, as torch's linalg_det_backward and
+ * slogdet_backward do (no inverse is formed). */
 static int scaled_inv_t(tg_ctx *ctx, int lu_slot, tg_tensor *w, tg_tensor *A, bool unchecked,
                         tg_tensor **out)
 {
-    tg_tensor *ai = NULL, *at = NULL, *w2 = NULL, *lu, *piv;
+    tg_tensor *at = NULL, *w2 = NULL, *eye = NULL, *dw = NULL, *lu, *piv;
     int rc;
+    TG_TRY_GOTO(unsqueeze2(&w2, w));
     if (!tg_grad_enabled()) {
         TG_TRY_GOTO(tg__ctx_saved(ctx, lu_slot, &lu));
         TG_TRY_GOTO(tg__ctx_saved(ctx, lu_slot + 1, &piv));
         TG_TRY_GOTO(tg__la_lu_inv_t(&at, lu, piv));
-    } else {
-        TG_TRY_GOTO(unchecked ? tg__linalg_inv_unchecked(&ai, A) : tg_linalg_inv(&ai, A));
-        TG_TRY_GOTO(tg__la_mT(&at, ai));
+        rc = tg_mul(out, w2, at);
+        goto done;
     }
-    TG_TRY_GOTO(unsqueeze2(&w2, w));
-    TG_TRY_GOTO(tg_mul(out, w2, at));
+    const int64_t n = A->shape[A->ndim - 1];
+    TG_TRY_GOTO(tg_tensor_eye(&eye, A->dtype, n, n));
+    TG_TRY_GOTO(tg_mul(&dw, w2, eye));   /* (..., n, n): w on each diagonal */
+    TG_TRY_GOTO(tg__la_mT(&at, A));
+    rc = unchecked ? tg__linalg_solve_unchecked(out, at, dw) : tg_linalg_solve(out, at, dw);
 done:
-    tg_tensor_release(ai);
     tg_tensor_release(at);
     tg_tensor_release(w2);
+    tg_tensor_release(eye);
+    tg_tensor_release(dw);
     return rc;
 }
 

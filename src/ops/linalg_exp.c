@@ -4,8 +4,10 @@
  * Each matrix, in f64 whatever its dtype, is scaled by 2^-s so that its
  * 1-norm is at most 1/2, its exponential taken by the Taylor polynomial of
  * degree 18 (Horner's rule; the remainder is below 2^-19 / 19!, under f64's
- * rounding) and squared s times.  torch 1.13 picks a polynomial degree by
- * the norm instead; both round to the exponential in the input's dtype.
+ * rounding) and squared s times, then rounded once to the input's dtype
+ * (f64, f32, bf16 or f16).  torch 1.13 picks a polynomial degree by the
+ * norm instead and computes in the input's dtype (its CPU bf16 kernel
+ * gives non-finite values; it has no f16 one).
  *
  * Backward, torch's: the gradient for g is the upper right n x n block of
  * matrix_exp([[A^T, g], [0, A^T]]) (the Frechet derivative's adjoint), made
@@ -61,7 +63,7 @@ static int mexp_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *const
     (void)n_in;
     (void)params;
     tg_tensor *A = in[0];
-    TG_TRY(tg__la_check("linalg.matrix_exp", "A", A, true));
+    TG_TRY(tg__la_check_half("linalg.matrix_exp", "A", A, true));
     const int bn = A->ndim - 2, n = (int)A->shape[bn];
     const int64_t count = tg__la_count(bn, A->shape);
     const size_t nn = (size_t)n * (size_t)n;
@@ -113,8 +115,9 @@ done:
     return rc;
 }
 
+/* KEEP: torch's CPU autocast lists no matrix_exp (a bf16 one stays bf16). */
 static const tg_op_schema mexp_op = {
-    .name = "linalg_matrix_exp", .arity = 1, .forward = mexp_forward,
+    .name = "linalg_matrix_exp", .arity = 1, .amp = TG_AMP_KEEP, .forward = mexp_forward,
     .backward = mexp_backward, .double_backward = true,
     .vjp = "da = matrix_exp([[a^T, g], [0, a^T]])[:n, n:]"};
 

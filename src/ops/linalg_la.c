@@ -11,13 +11,14 @@
 #include "tapegrad/registry.h"
 #include "tapegrad/scope.h"
 
-int tg__la_check(const char *fn, const char *what, const tg_tensor *A, bool square)
+/* tg__la_check, and tg__la_check_half when halves. */
+static int check(const char *fn, const char *what, const tg_tensor *A, bool square, bool halves)
 {
     TG_CHECK(A != NULL, TG_EINVAL, "%s: %s is NULL", fn, what);
     const tg_dtype dt = A->dtype;
     TG_CHECK(tg_dtype_is_float(dt), TG_EDTYPE,
              "%s: Expected a floating point tensor as %s. Got %s", fn, what, tg_dtype_name(dt));
-    TG_CHECK(dt == TG_F32 || dt == TG_F64, TG_EDTYPE,
+    TG_CHECK(dt == TG_F32 || dt == TG_F64 || (halves && tg__dtype_is_half(dt)), TG_EDTYPE,
              "%s: Low precision dtypes not supported. Got %s (%s; f32 and f64 only)", fn,
              tg_dtype_name(dt), what);
     TG_CHECK(A->ndim >= 2, TG_ESHAPE,
@@ -31,6 +32,16 @@ int tg__la_check(const char *fn, const char *what, const tg_tensor *A, bool squa
              "%s: %s's matrices of %lld x %lld exceed LAPACK's int sizes", fn, what,
              (long long)r, (long long)c);
     return TG_OK;
+}
+
+int tg__la_check(const char *fn, const char *what, const tg_tensor *A, bool square)
+{
+    return check(fn, what, A, square, false);
+}
+
+int tg__la_check_half(const char *fn, const char *what, const tg_tensor *A, bool square)
+{
+    return check(fn, what, A, square, true);
 }
 
 int tg__la_same_dtype(const char *fn, const tg_tensor *A, const tg_tensor *B, bool fp32_policy)

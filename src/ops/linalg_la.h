@@ -17,6 +17,9 @@
  * precision dtypes not supported"), TG_ESHAPE for the dims.  The extents
  * must fit LAPACK's int (TG_EINVAL). */
 int tg__la_check(const char *fn, const char *what, const tg_tensor *A, bool square);
+/* tg__la_check that also takes f16 and bf16 (matrix_exp, computed in f64
+ * and rounded to them). */
+int tg__la_check_half(const char *fn, const char *what, const tg_tensor *A, bool square);
 
 /* A and B have one float dtype, as torch's solvers ask (TG_EDTYPE naming
  * fn): checked before dispatch, which would promote them.  fp32_policy:
@@ -55,6 +58,10 @@ int tg__la_perm_sign(int n, const int *ipiv);
 /* tg_linalg_inv without its singular-matrix error: getrs's infinities or
  * NaN for a singular A (slogdet's gradient; src/ops/linalg_lu.c). */
 int tg__linalg_inv_unchecked(tg_tensor **out, tg_tensor *A);
+/* tg_linalg_solve (A and B of one float dtype, as it checks) without its
+ * singular-matrix error, its create_graph backward unchecked too (det's
+ * and slogdet's gradients under create_graph; src/ops/linalg_lu.c). */
+int tg__linalg_solve_unchecked(tg_tensor **out, tg_tensor *A, tg_tensor *B);
 
 /* A^-T for each matrix of a batch from the LU factors that solve's, det's
  * and slogdet's forwards keep (src/ops/linalg_lu.c): lu (..., n, n) the

@@ -17,10 +17,12 @@
  * them (getrs with trans 'N' on A^T's factors), as torch's
  * linalg_solve_backward reuses its forward's LU, while a create_graph
  * backward calls solve again, whose gradients follow.
- * inv has an unchecked form (tg__linalg_inv_unchecked) whose singular
- * matrix gives getrs's infinities instead of an error, for slogdet's
- * gradient (src/ops/linalg_det.c); inv_ex and solve_ex run both ops
- * unchecked, their info from a getrf pass of A^T of their own. */
+ * inv and solve have unchecked forms (tg__linalg_inv_unchecked,
+ * tg__linalg_solve_unchecked) whose singular matrix gives getrs's
+ * infinities instead of an error, for slogdet's gradient
+ * (src/ops/linalg_det.c); the unchecked solve's create_graph backward
+ * solves unchecked too.  inv_ex and solve_ex run both ops unchecked,
+ * their info from a getrf pass of A^T of their own. */
 #include <assert.h>
 #include <math.h>
 #include <string.h>
@@ -45,7 +47,8 @@ static const char *batch_note(bool batched, int64_t b, char *buf, size_t n)
 /* Pivots are kept in a TG_I32 tensor and handed to LAPACK as int. */
 static_assert(sizeof(int) == sizeof(int32_t), "LAPACK's pivots are 32-bit ints");
 
-typedef struct inv_params {   /* inv's, solve's */
+/* inv's and solve's params (NULL: checked). */
+typedef struct inv_params {
     bool unchecked;   /* a singular matrix gives getrs's inf / NaN, no error */
 } inv_params;
 
@@ -210,7 +213,7 @@ static int solve_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *cons
                          const void *params)
 {
     (void)n_in;
-    const inv_params *p = params;   /* solve_ex's unchecked */
+    const inv_params *p = params;
     static const char fn[] = "torch.linalg.solve";
     tg_tensor *A = in[0], *B = in[1];
     TG_TRY(tg__la_check(fn, "A", A, true));
@@ -240,7 +243,8 @@ static int solve_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *cons
     if (!vec) xs[bn + 1] = k64;
     /* A's own batch is factored (LU and its pivots, A's batch shape, as
      * torch's), each right-hand side solved with its matrix's factors. */
-    lu_job j = {.fn = fn, .dt = A->dtype, .n = n, .nrhs = (int)k64, .check = !(p && p->unchecked),
+    lu_job j = {.fn = fn, .dt = A->dtype, .n = n, .nrhs = (int)k64,
+                .check = !(p && p->unchecked),
                 .batched = A->ndim > 2, .factor = true, .solve = true,
                 .count = tg__la_count(bn, bshape), .bn = bn, .an = A->ndim - 2,
                 .bshape = bshape, .ashape = A->shape};
@@ -276,7 +280,7 @@ static int solve_forward(tg_ctx *ctx, tg_tensor **out, int n_in, tg_tensor *cons
  * whether B is a batch of vectors. */
 typedef struct solve_saved {
     tg_tensor *lu, *piv;
-    bool vec;
+    bool vec, unchecked;
 } solve_saved;
 
 /* dB = A^-T g for each right-hand side of g (X's shape: the broadcast
@@ -311,7 +315,7 @@ static int solve_t(tg_tensor **out, tg_tensor *at, tg_tensor *g, const void *arg
 {
     const solve_saved *s = arg;
     if (s->lu && g->dtype == s->lu->dtype) return solve_t_saved(out, s, g);
-    return tg_linalg_solve(out, at, g);
+    return s->unchecked ? tg__linalg_solve_unchecked(out, at, g) : tg_linalg_solve(out, at, g);
 }
 
 /* dB = solve(A^T, g); dA = -dB X^T (vectors: the outer product).  As torch's
@@ -321,7 +325,9 @@ static int solve_t(tg_tensor **out, tg_tensor *at, tg_tensor *g, const void *arg
 static int solve_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 {
     const tg_meta *ma = tg__ctx_input_meta(ctx, 0), *mb = tg__ctx_input_meta(ctx, 1);
-    solve_saved s = {.vec = solve_vec(ma->ndim, ma->shape, mb->ndim, mb->shape)};
+    const inv_params *p = tg__ctx_params(ctx);
+    solve_saved s = {.vec = solve_vec(ma->ndim, ma->shape, mb->ndim, mb->shape),
+                     .unchecked = p && p->unchecked};
     if (!tg_grad_enabled()) {
         TG_TRY(tg__ctx_saved(ctx, 2, &s.lu));
         TG_TRY(tg__ctx_saved(ctx, 3, &s.piv));
@@ -367,6 +373,12 @@ int tg__linalg_inv_unchecked(tg_tensor **out, tg_tensor *A)
 {
     const inv_params p = {.unchecked = true};
     return tg_op_call(&inv_op, out, 1, &A, &p, sizeof p);
+}
+
+int tg__linalg_solve_unchecked(tg_tensor **out, tg_tensor *A, tg_tensor *B)
+{
+    const inv_params p = {.unchecked = true};
+    return tg_op_call(&solve_op, out, 2, (tg_tensor *[]){A, B}, &p, sizeof p);
 }
 
 int tg_linalg_inv(tg_tensor **out, tg_tensor *A)

@@ -17,12 +17,15 @@
  *   d/dg of S^T g  = S: max_pool_gather(h, idx) = h[idx[o]]
  * and the gradient of max_pool_gather is max_pool_backward again: the pair
  * are each other's adjoint, so derivatives of any order are these ops.  The
- * indices are an input of both (an i64 tensor of y's shape, no gradient). */
+ * indices are an input of both (an i64 tensor of y's shape, no gradient).
+ * max_pool's backward_into adds S^T g straight into the engine's pending
+ * sum, touching only the maxima. */
 #include <assert.h>
 #include <string.h>
 
 #include "autograd/tape.h"
 #include "ops/families.h"
+#include "ops/gather_internal.h"
 #include "ops/pool_internal.h"
 #include "tapegrad/pool.h"
 
@@ -205,6 +208,69 @@ static int max_pool_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
     return tg__pool_indexed_backward(&max_pool_backward_op, ctx, g, gi);
 }
 
+/* acc += max_pool_backward(g, indices), touching only the elements some
+ * window picks (tg_op_backward_into_fn).  Per (b, c) plane, each picked
+ * element's terms are summed from +0 in the outputs' order in the
+ * scatter kernel's precision (f64 for f64, else f32), rounded to the
+ * dtype, then added to acc's element as the engine adds (tg__sum_term):
+ * the bits of the backward and the sum.  An element no window picks is
+ * left alone (the backward's +0 would turn acc's -0 into +0).  Scratch:
+ * a plane's sums and stamps, and its picked elements in first-pick order. */
+static int max_pool_backward_into(tg_ctx *ctx, tg_tensor *g, tg_tensor *acc)
+{
+    const tg__pool_call *c = tg__ctx_params(ctx);
+    tg_tensor *idx;
+    TG_TRY(tg__ctx_saved(ctx, 0, &idx));
+    int64_t in_plane = 1, out_plane = 1;
+    for (int d = acc->ndim - c->ns; d < acc->ndim; d++) {
+        in_plane *= acc->shape[d];
+        out_plane *= idx->shape[d];
+    }
+    const int64_t on = tg_tensor_numel(idx);
+    if (on == 0 || in_plane == 0) return TG_OK;
+    const int64_t planes = on / out_plane;
+    double *gv = tg__work_alloc((size_t)on * sizeof *gv);
+    int64_t *iv = tg__work_alloc((size_t)on * sizeof *iv);
+    double *sum = tg__work_alloc((size_t)in_plane * sizeof *sum);
+    int64_t *stamp = tg__work_alloc((size_t)in_plane * sizeof *stamp);
+    int64_t *picked = tg__work_alloc((size_t)out_plane * sizeof *picked);
+    const int rc = gv && iv && sum && stamp && picked ? TG_OK : TG_ENOMEM;
+    const tg_dtype dt = acc->dtype;
+    char *ad = (char *)acc->storage->data;
+    if (rc == TG_OK) {
+        tg__gather(g, TG_F64, gv);
+        tg__gather(idx, TG_I64, iv);
+        for (int64_t i = 0; i < in_plane; i++) stamp[i] = -1;
+    }
+    for (int64_t pl = 0; rc == TG_OK && pl < planes; pl++) {
+        const double *gp = gv + pl * out_plane;
+        const int64_t *ip = iv + pl * out_plane;
+        int64_t n = 0;
+        for (int64_t e = 0; e < out_plane; e++) {
+            const int64_t i = ip[e];
+            if (i < 0) continue;   /* an empty window picks none */
+            if (stamp[i] != pl) {
+                stamp[i] = pl;
+                sum[i] = 0.0;
+                picked[n++] = i;
+            }
+            sum[i] = dt == TG_F64 ? tg__add_to(sum[i], gp[e])
+                                  : (double)tg__add_to_f((float)sum[i], (float)gp[e]);
+        }
+        for (int64_t q = 0; q < n; q++) {
+            const int64_t el = acc->offset + pl * in_plane + picked[q];
+            const double t = tg__round_to(dt, sum[picked[q]]);
+            tg_dtype_store(dt, ad, el, tg__sum_term(dt, tg_dtype_load(dt, ad, el), t));
+        }
+    }
+    tg__work_free(gv);
+    tg__work_free(iv);
+    tg__work_free(sum);
+    tg__work_free(stamp);
+    tg__work_free(picked);
+    return rc;
+}
+
 /* The gradient of max_pool_backward in g: max_pool_gather (none for the
  * indices). */
 static int max_bw_backward(tg_ctx *ctx, tg_tensor *h, tg_tensor **gi)
@@ -221,7 +287,8 @@ static int max_gather_backward(tg_ctx *ctx, tg_tensor *g, tg_tensor **gi)
 static const tg_op_schema max_pool_op = {
     .name = "max_pool", .arity = 1, .amp = TG_AMP_KEEP, .forward = max_pool_forward,
     .backward = max_pool_backward, .shape = max_pool_shape, .double_backward = true,
-    .vjp = "da = max_pool_backward(g, indices): each g element added into its window's maximum"};
+    .vjp = "da = max_pool_backward(g, indices): each g element added into its window's maximum",
+    .backward_into = max_pool_backward_into};
 static const tg_op_schema max_pool_backward_op = {
     .name = "max_pool_backward", .arity = 2, .amp = TG_AMP_KEEP, .forward = max_bw_forward,
     .backward = max_bw_backward, .double_backward = true,
