@@ -112,6 +112,14 @@ void zero_groups_under_ddp_are_bit_identical_to_one_optimizer(void);
 void zero_add_param_group_half_way_matches_one_optimizer(void);
 void zero_step_closure_steps_as_step_and_ends_on_a_closure_s_error(void);
 void zero_group_refusals_are_every_rank_s_and_change_nothing(void);
+/* Reads "<ints> :" from *s into v (at most cap); their count, *s moved past
+ * the colon (dist_zero_groups.c). */
+int dist_read_ints(const char **s, int64_t *v, int cap);
+
+/* tests/dist_zero_ranks.c: which parameters each rank owns, the local
+ * optimizers' empty groups. */
+void zero_rank_params_and_local_groups_are_torch_s(void);
+void zero_empty_local_groups_follow_the_group_options(void);
 
 /* The MLP of the DDP tests (dist_ddp.c): Linear(in, 16), tanh,
  * Linear(16, 16), tanh, Linear(16, out), initialised from seed. */

@@ -15,7 +15,8 @@ struct tg_zero {
     int n_local;
     int n_groups;
     int *group_end;          /* n_groups: group g is params[group_end[g - 1]..group_end[g]) */
-    int *local_group;        /* n_groups: group g's group in opt, -1 when it has none */
+    int *local_group;        /* n_groups: group g's group in opt: g once it is placed
+                              * (an empty share is an empty group), -1 before */
     tg_zero_make_fn make;
     tg_optimizer *all;       /* owned: every parameter, the groups' hyperparameters, no
                               * state (torch's zero.param_groups) */
@@ -39,8 +40,8 @@ int tg__zero_reserve(tg_zero *z, int n, int n_groups);
 /* Partitions group g (the last of z's, its parameters and group_end set)
  * over the ranks, as torch's rule over groups 0..g gives it (the earlier
  * groups keep their owners), and puts this rank's share of it, largest
- * first, into its optimizer as its next group: make(opts) when it has none
- * yet, else add(opts), then local_group[g]. */
+ * first (none: an empty group), into its optimizer as its next group:
+ * make(opts) when it has none yet, else add(opts), then local_group[g]. */
 int tg__zero_place_group(tg_zero *z, int g, tg_zero_add_fn add, const void *opts);
 /* Copies each group's hyperparameters from z->all to z->opt (torch's
  * _sync_param_groups(self.param_groups, self.optim.param_groups)). */
