@@ -86,7 +86,8 @@ void dcgan_step_failing_on_one_rank_fails_on_every_rank(void);
 void ddp_compressed_grads_follow_the_half_rule_bit_for_bit(void);
 void ddp_compress_f32_is_the_f32_mean_bit_for_bit(void);
 void ddp_compressed_training_stays_close_to_uncompressed(void);
-void ddp_compress_refuses_other_dtypes_and_f64_parameters(void);
+void ddp_compress_refuses_other_dtypes(void);
+void ddp_compress_takes_f64_gradients_within_half_s_bound(void);
 
 /* tests/dist_collectives.c: the collectives on tensors, every op and
  * dtype, against values computed on each rank. */

@@ -308,7 +308,8 @@ typedef struct tg_ddp_opts {
                                 * bf16_compress_hook / fp16_compress_hook (each
                                 * bucket divided by the number of ranks, rounded
                                 * to the half dtype, summed in it, widened into
-                                * .grad); f32 parameters only */
+                                * .grad; f32 and f64 parameters, an f64 bucket
+                                * divided in f64 and rounded through f32) */
 } tg_ddp_opts;
 #define TG_DDP_OPTS_INIT                                                      \
     {.bucket_cap_bytes = (size_t)25 << 20, .overlap = true, .broadcast_buffers = true, \
@@ -319,11 +320,10 @@ typedef struct tg_ddp_opts {
  * must pass the same list (same count, shapes and dtypes, in the same
  * order), the same bucket_cap_bytes and the same compress: checked,
  * TG_EINVAL on every rank otherwise.  o NULL: the defaults.  TG_EINVAL
- * when o->compress is not TG_F32, TG_BF16 or TG_F16, and when it
- * compresses (bf16, f16) while a parameter is f64.  Registers a post-accumulate hook on
- * each parameter (removed by tg_ddp_free).  Collective: an error on any
- * rank (a bad argument, no memory) is returned by every rank, and no rank
- * makes a tg_ddp. */
+ * when o->compress is not TG_F32, TG_BF16 or TG_F16.  Registers a
+ * post-accumulate hook on each parameter (removed by tg_ddp_free).
+ * Collective: an error on any rank (a bad argument, no memory) is returned
+ * by every rank, and no rank makes a tg_ddp. */
 TG_API int tg_ddp_new(tg_ddp **out, tg_dist *d, int n, tg_tensor *const *params,
                       const tg_ddp_opts *o);
 /* torch.nn.parallel.DistributedDataParallel(m): copies rank 0's parameters
