@@ -122,6 +122,10 @@ int dist_read_ints(const char **s, int64_t *v, int cap);
 void zero_rank_params_and_local_groups_are_torch_s(void);
 void zero_empty_local_groups_follow_the_group_options(void);
 
+/* tests/dist_zero_buckets.c: parameters_as_bucket_view. */
+void zero_bucket_view_steps_bit_for_bit_with_one_broadcast_per_bucket(void);
+void zero_bucket_view_refusals_are_every_rank_s_and_change_nothing(void);
+
 /* The MLP of the DDP tests (dist_ddp.c): Linear(in, 16), tanh,
  * Linear(16, 16), tanh, Linear(16, out), initialised from seed. */
 tg_module *dist_mlp(uint64_t seed, int64_t in, int64_t out);

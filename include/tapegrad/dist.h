@@ -525,6 +525,26 @@ TG_API void tg_zero_zero_grad(tg_zero *z);
  * tg_optimizer_set_lr's rules. */
 TG_API int tg_zero_set_lr(tg_zero *z, double lr);
 
+/* torch's parameters_as_bucket_view=True (on) or False (the default):
+ * with on, the parameters that one rank owns of one dtype become views
+ * into one flat buffer of that (rank, dtype), back to back (group by group,
+ * each in the order of that rank's optimizer), so the broadcast after each
+ * step is one message per (rank, dtype) with parameters instead of one per
+ * parameter; the steps' results are the same, bit for bit.  The user's
+ * tensors stay valid and keep their values, .grad and hooks, but their
+ * storage changes (torch's `param.data = bucket view`): a data pointer
+ * taken before (tg_tensor_data) is stale, and a graph that saved a
+ * parameter before the call refuses it in backward.  tg_zero_add_param_group
+ * rebuilds the buckets (the pointers move again).  A parameter whose data
+ * is replaced afterwards (tg_module_to_dtype) is refused by tg_zero_step
+ * (TG_EINVAL) until this is called again.  off gives each parameter its own
+ * storage again (a copy).  Every rank passes the same on (TG_EINVAL
+ * otherwise); an error on any rank (no memory) is every rank's, with
+ * nothing changed.  Collective. */
+TG_API int tg_zero_set_bucket_view(tg_zero *z, bool on);
+/* Whether z's parameters are bucket views; false for NULL. */
+TG_API bool tg_zero_bucket_view(const tg_zero *z);
+
 /* The rank that owns parameter i, -1 for i out of range or NULL z. */
 TG_API int tg_zero_owner(const tg_zero *z, int i);
 /* This rank's optimizer (borrowed; NULL for NULL z): its state is that of

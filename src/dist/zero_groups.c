@@ -49,7 +49,7 @@ static int partition(const tg_zero *z, int *owner, int n_groups)
 
 /* Rank's parameters of group g, stably sorted by numel, largest first
  * (the order of torch's param group on the rank), into idx; their count. */
-static int share(const tg_zero *z, int g, int rank, int *idx)
+int tg__zero_share(const tg_zero *z, int g, int rank, int *idx)
 {
     const int begin = g ? z->group_end[g - 1] : 0;
     int m = 0;
@@ -94,7 +94,7 @@ int tg__zero_place_group(tg_zero *z, int g, tg_zero_add_fn add, const void *opts
         z->owner[i] = owner[i];
         z->local_index[i] = -1;
     }
-    const int m = rc >= 0 ? share(z, g, z->d->rank, idx) : 0;
+    const int m = rc >= 0 ? tg__zero_share(z, g, z->d->rank, idx) : 0;
     for (int k = 0; k < m; k++) local[k] = z->params[idx[k]];
     z->local_group[g] = -1;
     /* an empty share is an empty group, as torch's local optimizer keeps it:
@@ -126,7 +126,7 @@ int tg_zero_rank_params(int **idx, int *n, const tg_zero *z, int rank, int group
     const int size = z->group_end[group] - (group ? z->group_end[group - 1] : 0);
     int *v = tg__calloc((size_t)size, sizeof *v);
     if (!v) return TG_ENOMEM;
-    const int m = share(z, group, rank, v);
+    const int m = tg__zero_share(z, group, rank, v);
     if (m == 0) free(v), v = NULL;
     *idx = v, *n = m;
     return TG_OK;
@@ -190,6 +190,8 @@ int tg_zero_add_param_group(tg_zero *z, tg_zero_add_fn add, int n, tg_tensor *co
         z->group_end[g] = z->n;
         rc = tg__zero_place_group(z, g, add, opts);
     }
+    /* torch rebuilds the buckets over the new partition */
+    if (rc >= 0 && z->bucket_view) rc = tg__zero_build_buckets(z, true);
     if (rc >= 0) rc = tg__zero_sync(z);
     rc = tg_dist_agree(z->d, rc);
     if (rc < 0) z->broken = true;

@@ -22,6 +22,11 @@ struct tg_zero {
                               * state (torch's zero.param_groups) */
     tg_optimizer *opt;       /* owned; NULL when n_local is 0 */
     bool broken;             /* an add_param_group failed half-way: z only frees */
+    bool bucket_view;        /* parameters_as_bucket_view (zero_buckets.c) */
+    int n_buckets;
+    tg_tensor **buckets;     /* owned (n_buckets): flat, one per (rank, dtype) */
+    int *bucket_root;        /* (n_buckets) the rank that owns each */
+    int *bucket_of;          /* (n) each parameter's bucket, -1 without buckets */
     int64_t steps;
 };
 
@@ -43,6 +48,17 @@ int tg__zero_reserve(tg_zero *z, int n, int n_groups);
  * first (none: an empty group), into its optimizer as its next group:
  * make(opts) when it has none yet, else add(opts), then local_group[g]. */
 int tg__zero_place_group(tg_zero *z, int g, tg_zero_add_fn add, const void *opts);
+/* Rank's parameters of group g, in the order of that group of its
+ * optimizer (largest first, stably), into idx; their count. */
+int tg__zero_share(const tg_zero *z, int g, int rank, int *idx);
+/* Rebuilds the buckets over z's parameters (on) or gives each parameter
+ * its own storage (off); local.  TG_ENOMEM with nothing changed. */
+int tg__zero_build_buckets(tg_zero *z, bool on);
+/* TG_EINVAL when a parameter no longer views its bucket (local). */
+int tg__zero_check_buckets(const tg_zero *z);
+/* The broadcast after a step: each parameter from its owner, or each
+ * bucket from its rank.  Collective. */
+int tg__zero_broadcast(tg_zero *z);
 /* Copies each group's hyperparameters from z->all to z->opt (torch's
  * _sync_param_groups(self.param_groups, self.optim.param_groups)). */
 int tg__zero_sync(tg_zero *z);
