@@ -3,7 +3,8 @@
  * back to back in one buffer, the steps bit for bit those without buckets
  * (across an add_param_group, which rebuilds them, and after turning them
  * off), one broadcast per bucket, the user's tensors keeping their values
- * and .grad, and the refusals. */
+ * and .grad, and the refusals (an `on` that differs, a parameter whose data
+ * was replaced). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +177,23 @@ void zero_bucket_view_refusals_are_every_rank_s_and_change_nothing(void)
         for (int i = 0; i < NP; i++)
             CHECK(tg_tensor_cdata(a.p[i]) == data[i], "a refused call moved parameter %d", i);
     }
+    /* a parameter whose data is replaced leaves its bucket: the step is
+     * refused on every rank until the buckets are made again */
+    tg_module *m = dist_mlp(3, DIST_IN, DIST_OUT);
+    tg_tensor **mp = NULL;
+    int mn = 0;
+    tg_zero *z = NULL;
+    OK(tg_module_parameters(m, &mp, &mn));
+    OK(tg_zero_new(&z, g_dist, mn, mp, make_adam, &o[0]));
+    OK(tg_zero_set_bucket_view(z, true));
+    OK(tg_module_to_dtype(m, TG_F64));
+    rc = tg_zero_step(z);
+    CHECK(rc == TG_EINVAL && strstr(tg_error_message(), "no longer views its bucket") != NULL,
+          "a replaced parameter: %s (%s)", tg_status_name(rc), tg_error_message());
+    CHECK(tg_zero_steps(z) == 0, "a refused step counted");
+    tg_zero_free(z);
+    free(mp);
+    tg_module_release(m);
     CHECK(tg_zero_set_bucket_view(NULL, true) == TG_EINVAL, "NULL z");
     CHECK(!tg_zero_bucket_view(NULL), "NULL z has buckets");
     set_free(&a);
