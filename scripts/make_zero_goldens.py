@@ -18,6 +18,15 @@ parameters given as a list of dicts with its own lr), one case per line:
 The same partition comes out of add_param_group, one group after another
 (checked here), and each rank's local optimizer holds the group's lr in
 the group's order (checked here too).
+
+tests/golden/zero_params_per_rank.txt, for the cases of both lists (a case
+of CASES as one group), one line per case and rank:
+    <world> <n_groups> <n_0> ... : <size_0> ... : <rank> : <m_0> <i...> <m_1> <i...> ...
+where group g of _partition_parameters()[rank] holds the m_g parameters
+<i...> (indices into the groups' parameters in a row) in its order.  Each
+rank's local optimizer has all n_groups groups, empty ones included, both
+when made with the groups and when they are added one by one (checked
+here).
 """
 import os
 import sys
@@ -64,7 +73,7 @@ GROUP_CASES = [
 ]
 
 
-def group_owners(rank, world, groups, port, out):
+def group_owners(rank, world, groups, port, out, per_rank):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -90,26 +99,53 @@ def group_owners(rank, world, groups, port, out):
         mine = [p for p in g if zero._param_to_rank[p] == rank]
         want = sorted(mine, key=lambda t: t.numel(), reverse=True)
         assert [id(p) for p in lg["params"]] == [id(p) for p in want], "local order"
+    # _partition_parameters()[rank]: a group for every group, empty ones too
+    index = {id(p): i for i, p in enumerate(flat)}
+    per_group = [[index[id(p)] for p in g["params"]]
+                 for g in zero._partition_parameters()[rank]]
+    assert len(per_group) == len(groups), "a group per group"
+    assert [[id(p) for p in g["params"]] for g in zero.optim.param_groups] == \
+        [[id(flat[i]) for i in g] for g in per_group], "local groups"
+    assert len(added.optim.param_groups) == len(groups), "added: a local group per group"
     if rank == 0:
         out.put(own)
+    per_rank.put((rank, per_group))
     dist.destroy_process_group()
 
 
-def write_groups(ctx):
-    lines = []
-    for k, (world, groups) in enumerate(GROUP_CASES):
-        q = ctx.Queue()
-        mp.spawn(group_owners, args=(world, groups, 29611 + k, q), nprocs=world, join=True)
-        own = q.get()
-        sizes = [s for g in groups for s in g]
-        lines.append("%d %d %s : %s : %s" % (world, len(groups),
-                                             " ".join(str(len(g)) for g in groups),
-                                             " ".join(map(str, sizes)),
-                                             " ".join(map(str, own))))
-    path = os.path.join("tests", "golden", "zero_partition_groups.txt")
+def run_groups(ctx, world, groups, port):
+    """torch's owners and each rank's _partition_parameters()[rank] lists."""
+    q, per_rank = ctx.Queue(), ctx.Queue()
+    mp.spawn(group_owners, args=(world, groups, port, q, per_rank), nprocs=world, join=True)
+    lists = dict(per_rank.get() for _ in range(world))
+    return q.get(), [lists[r] for r in range(world)]
+
+
+def head(world, groups):
+    sizes = [s for g in groups for s in g]
+    return "%d %d %s : %s" % (world, len(groups), " ".join(str(len(g)) for g in groups),
+                              " ".join(map(str, sizes)))
+
+
+def write(name, lines, what):
+    path = os.path.join("tests", "golden", name)
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
-    print("wrote", path, len(lines), "cases")
+    print("wrote", path, len(lines), what)
+
+
+def write_groups(ctx):
+    lines, ranks = [], []
+    cases = GROUP_CASES + [(world, [sizes]) for world, sizes in CASES]
+    for k, (world, groups) in enumerate(cases):
+        own, lists = run_groups(ctx, world, groups, 29611 + k)
+        if k < len(GROUP_CASES):
+            lines.append("%s : %s" % (head(world, groups), " ".join(map(str, own))))
+        for r, per_group in enumerate(lists):
+            body = " ".join("%d%s" % (len(g), "".join(" %d" % i for i in g)) for g in per_group)
+            ranks.append("%s : %d : %s" % (head(world, groups), r, body))
+    write("zero_partition_groups.txt", lines, "cases")
+    write("zero_params_per_rank.txt", ranks, "lines")
 
 
 def main():

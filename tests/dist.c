@@ -10,8 +10,8 @@
  * This file holds main, the MPI call counters, same_bits and the test of
  * tg_dist_agree; the other tests are in dist_ddp.c, dist_sync_bn.c,
  * dist_ddp_edges.c, dist_errors.c, dist_train.c, dist_ddp_compress.c,
- * dist_collectives.c, dist_zero.c and dist_zero_groups.c (declared in
- * dist_test.h). */
+ * dist_collectives.c, dist_zero.c, dist_zero_groups.c, dist_zero_ranks.c and
+ * dist_zero_buckets.c (declared in dist_test.h). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,8 +184,9 @@ int main(int argc, char **argv)
          ddp_compress_f32_is_the_f32_mean_bit_for_bit},
         {"ddp_compressed_training_stays_close_to_uncompressed",
          ddp_compressed_training_stays_close_to_uncompressed},
-        {"ddp_compress_refuses_other_dtypes_and_f64_parameters",
-         ddp_compress_refuses_other_dtypes_and_f64_parameters},
+        {"ddp_compress_refuses_other_dtypes", ddp_compress_refuses_other_dtypes},
+        {"ddp_compress_takes_f64_gradients_within_half_s_bound",
+         ddp_compress_takes_f64_gradients_within_half_s_bound},
         {"allreduce_gives_every_op_of_every_dtype_as_computed_locally",
          allreduce_gives_every_op_of_every_dtype_as_computed_locally},
         {"all_gather_gives_every_rank_s_tensor_in_a_list_or_one_tensor",
@@ -219,6 +220,14 @@ int main(int argc, char **argv)
          zero_step_closure_steps_as_step_and_ends_on_a_closure_s_error},
         {"zero_group_refusals_are_every_rank_s_and_change_nothing",
          zero_group_refusals_are_every_rank_s_and_change_nothing},
+        {"zero_rank_params_and_local_groups_are_torch_s",
+         zero_rank_params_and_local_groups_are_torch_s},
+        {"zero_empty_local_groups_follow_the_group_options",
+         zero_empty_local_groups_follow_the_group_options},
+        {"zero_bucket_view_steps_bit_for_bit_with_one_broadcast_per_bucket",
+         zero_bucket_view_steps_bit_for_bit_with_one_broadcast_per_bucket},
+        {"zero_bucket_view_refusals_are_every_rank_s_and_change_nothing",
+         zero_bucket_view_refusals_are_every_rank_s_and_change_nothing},
         {"broadcast_tensor_takes_every_dtype_and_strided_tensors",
          broadcast_tensor_takes_every_dtype_and_strided_tensors},
         {"sync_batchnorm_exports_as_batchnorm", sync_batchnorm_exports_as_batchnorm},

@@ -5,7 +5,9 @@
  * in f32, rounded once), for every bucket layout, with and without
  * overlap, and with a rank whose backward reached nothing; compress=f32 is
  * the plain f32 mean; training with compression stays near training
- * without; and a bad compress or an f64 parameter is refused on every rank.
+ * without; f64 gradients are compressed as well, within the half's
+ * rounding of the uncompressed f64 mean; and a bad compress is refused on
+ * every rank.
  * Run by tests/dist.c's main.
  *
  * The model: Linear(5, 16) - tanh - Linear(16, 16) - tanh - Linear(16, 2),
@@ -274,7 +276,7 @@ static int new_with(tg_tensor *w, tg_dtype c, const char *want, bool *msg)
     return rc;
 }
 
-void ddp_compress_refuses_other_dtypes_and_f64_parameters(void)
+void ddp_compress_refuses_other_dtypes(void)
 {
     const int rank = tg_dist_rank(g_dist);
     tg_tensor *w = NULL, *w64 = NULL;
@@ -299,16 +301,102 @@ void ddp_compress_refuses_other_dtypes_and_f64_parameters(void)
     rc = new_with(w, rank == 1 ? TG_F16 : TG_BF16, "compress differs", &msg);
     CHECK(rc == TG_EINVAL && msg, "compress differing: %s: %s", tg_status_name(rc),
           tg_error_message());
-    /* f64 parameters are not compressed: refused with bf16 or f16, kept with f32 */
-    rc = new_with(w64, TG_BF16, "params[0] is f64; compress=bf16 takes f32 parameters only",
-                  &msg);
-    CHECK(rc == TG_EINVAL && msg, "f64 with bf16: %s: %s", tg_status_name(rc),
-          tg_error_message());
-    rc = new_with(w64, TG_F16, "compress=f16 takes f32 parameters only", &msg);
-    CHECK(rc == TG_EINVAL && msg, "f64 with f16: %s: %s", tg_status_name(rc),
-          tg_error_message());
+    /* f64 parameters are taken with every compress, as torch's hooks do */
+    OK(new_with(w64, TG_BF16, "", &msg));
+    OK(new_with(w64, TG_F16, "", &msg));
     OK(new_with(w64, TG_F32, "", &msg));
     OK(new_with(w, TG_BF16, "", &msg));
     tg_tensor_release(w);
     tg_tensor_release(w64);
+}
+
+/* Rank r's gradient of element k of an f64 parameter: of order 0.1 to 10,
+ * of both signs, with bits below any half's precision. */
+static double grad64(int r, int64_t k)
+{
+    return (k % 3 == 1 ? -1 : 1) * (0.1 + 0.37 * (double)((k * 7 + r * 5) % 23)) *
+           (1 + 1e-9 * (double)(r + 1));
+}
+
+enum { N64 = 41 };   /* elements of the f64 parameter */
+
+/* One DDP step over an f64 parameter w (N64) and an f32 one v (3) with
+ * compress = c, loss = sum(w * grad64(rank)) + sum(v): w's .grad into out
+ * (N64), the stats into st. */
+static int step64(tg_dtype c, size_t cap, double *out, tg_ddp_stats *st)
+{
+    const int rank = tg_dist_rank(g_dist);
+    double coef[N64];
+    for (int64_t k = 0; k < N64; k++) coef[k] = grad64(rank, k);
+    tg_tensor *w = NULL, *v = NULL, *cw = NULL, *wc = NULL, *sw = NULL, *sv = NULL;
+    tg_ddp *ddp = NULL;
+    tg_ddp_opts o = TG_DDP_OPTS_INIT;
+    o.compress = c, o.bucket_cap_bytes = cap;
+    int rc = tg_tensor_full(&w, TG_F64, 1, (int64_t[]){N64}, 0.5);
+    if (rc >= 0) rc = tg_tensor_full(&v, TG_F32, 1, (int64_t[]){3}, 0.5);
+    if (rc >= 0) rc = tg_tensor_set_requires_grad(w, true);
+    if (rc >= 0) rc = tg_tensor_set_requires_grad(v, true);
+    if (rc >= 0) rc = tg_tensor_from_data(&cw, TG_F64, 1, (int64_t[]){N64}, coef);
+    if (rc >= 0) rc = tg_ddp_new(&ddp, g_dist, 2, (tg_tensor *[]){w, v}, &o);
+    if (rc >= 0) rc = tg_ddp_prepare(ddp);
+    if (rc >= 0) rc = tg_mul(&wc, w, cw);
+    if (rc >= 0) rc = tg_sum(&sw, wc);
+    if (rc >= 0) rc = tg_sum(&sv, v);
+    if (rc >= 0) rc = tg_backward(sw, NULL, NULL);
+    if (rc >= 0) rc = tg_backward(sv, NULL, NULL);
+    if (rc < 0) tg_dist_abort(g_dist, rc);   /* the others wait in finish */
+    rc = tg_ddp_finish(ddp);
+    if (rc >= 0) rc = tg_ddp_get_stats(ddp, st);
+    if (rc >= 0) memcpy(out, tg_tensor_cdata(tg_tensor_grad(w)), sizeof(double) * N64);
+    tg_ddp_free(ddp);
+    tg_tensor_release(sw);
+    tg_tensor_release(sv);
+    tg_tensor_release(wc);
+    tg_tensor_release(cw);
+    tg_tensor_release(w);
+    tg_tensor_release(v);
+    return rc;
+}
+
+void ddp_compress_takes_f64_gradients_within_half_s_bound(void)
+{
+    const int world = tg_dist_size(g_dist);
+    double plain[N64], got[N64];
+    tg_ddp_stats st = {0};
+    OK(step64(TG_F32, (size_t)1 << 20, plain, &st));
+    const tg_dtype halves[2] = {TG_BF16, TG_F16};
+    const double unit[2] = {0x1p-8, 0x1p-11};   /* unit roundoff of bf16, f16 */
+    for (int hi = 0; hi < 2; hi++) {
+        const tg_dtype h = halves[hi];
+        for (int c = 0; c < 2; c++) {
+            OK(step64(h, c ? 64 : (size_t)1 << 20, got, &st));
+            CHECK(st.bytes_per_step == (N64 + 3) * 2, "%s: %lld bytes per step (2 a value)",
+                  tg_dtype_name(h), (long long)st.bytes_per_step);
+            int rounded = 0;
+            for (int64_t k = 0; k < N64; k++) {
+                /* each g_r / N rounded (u each), then N - 1 rounded sums (u of
+                 * the partial sums, each at most S (1 + u)): (N + 1) u S */
+                double S = 0, mean = 0;
+                for (int r = 0; r < world; r++) {
+                    S += fabs(grad64(r, k)) / world;
+                    mean += grad64(r, k);
+                }
+                mean /= world;
+                const double bound = (world + 1) * unit[hi] * S;
+                CHECK(fabs(got[k] - plain[k]) <= bound && fabs(plain[k] - mean) <= 1e-12 * S,
+                      "%s cap %d: grad[%lld] = %.17g, uncompressed %.17g, bound %g",
+                      tg_dtype_name(h), c, (long long)k, got[k], plain[k], bound);
+                rounded += got[k] != plain[k];
+                if (world == 2) {   /* the rule of two ranks, through f32, bit for bit */
+                    const float a = from_half(h, to_half(h, (float)(grad64(0, k) / 2)));
+                    const float b = from_half(h, to_half(h, (float)(grad64(1, k) / 2)));
+                    const double want = from_half(h, to_half(h, a + b));
+                    CHECK(memcmp(&got[k], &want, sizeof want) == 0, "%s: grad[%lld] = %a, the "
+                          "rule gives %a", tg_dtype_name(h), (long long)k, got[k], want);
+                }
+            }
+            CHECK(rounded > N64 / 2, "%s: only %d of %d values rounded", tg_dtype_name(h),
+                  rounded, N64);
+        }
+    }
 }

@@ -86,7 +86,8 @@ void dcgan_step_failing_on_one_rank_fails_on_every_rank(void);
 void ddp_compressed_grads_follow_the_half_rule_bit_for_bit(void);
 void ddp_compress_f32_is_the_f32_mean_bit_for_bit(void);
 void ddp_compressed_training_stays_close_to_uncompressed(void);
-void ddp_compress_refuses_other_dtypes_and_f64_parameters(void);
+void ddp_compress_refuses_other_dtypes(void);
+void ddp_compress_takes_f64_gradients_within_half_s_bound(void);
 
 /* tests/dist_collectives.c: the collectives on tensors, every op and
  * dtype, against values computed on each rank. */
@@ -112,6 +113,18 @@ void zero_groups_under_ddp_are_bit_identical_to_one_optimizer(void);
 void zero_add_param_group_half_way_matches_one_optimizer(void);
 void zero_step_closure_steps_as_step_and_ends_on_a_closure_s_error(void);
 void zero_group_refusals_are_every_rank_s_and_change_nothing(void);
+/* Reads "<ints> :" from *s into v (at most cap); their count, *s moved past
+ * the colon (dist_zero_groups.c). */
+int dist_read_ints(const char **s, int64_t *v, int cap);
+
+/* tests/dist_zero_ranks.c: which parameters each rank owns, the local
+ * optimizers' empty groups. */
+void zero_rank_params_and_local_groups_are_torch_s(void);
+void zero_empty_local_groups_follow_the_group_options(void);
+
+/* tests/dist_zero_buckets.c: parameters_as_bucket_view. */
+void zero_bucket_view_steps_bit_for_bit_with_one_broadcast_per_bucket(void);
+void zero_bucket_view_refusals_are_every_rank_s_and_change_nothing(void);
 
 /* The MLP of the DDP tests (dist_ddp.c): Linear(in, 16), tanh,
  * Linear(16, 16), tanh, Linear(16, out), initialised from seed. */

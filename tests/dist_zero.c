@@ -63,7 +63,14 @@ void zero_partition_is_torch_s(void)
                   tg_zero_owner(z, i), want[i]);
             n_local += want[i] == tg_dist_rank(g_dist);
         }
-        CHECK((tg_zero_local(z) != NULL) == (n_local > 0), "a local optimizer iff parameters");
+        /* every rank has a local optimizer of one group, empty where it
+         * owns nothing (torch's) */
+        int *idx = NULL, m = -1;
+        OK(tg_zero_rank_params(&idx, &m, z, tg_dist_rank(g_dist), 0));
+        free(idx);
+        CHECK(tg_zero_local(z) != NULL && m == n_local &&
+              tg_optimizer_param_group_count(tg_zero_local(z)) == 1,
+              "a local optimizer of one group of %d parameters (%d)", n_local, m);
         tg_zero_free(z);
         for (int i = 0; i < n; i++) tg_tensor_release(params[i]);
     }
@@ -297,7 +304,9 @@ void zero_with_a_rank_that_owns_nothing_still_steps_and_consolidates(void)
     tg_optimizer *opt = NULL;
     OK(tg_zero_new(&z, g_dist, 1, &w, make_sgd, &o));
     OK(tg_sgd_new(&opt, 1, &ref, &o));
-    CHECK((tg_zero_local(z) != NULL) == (rank == 0), "only rank 0 owns the parameter");
+    CHECK(tg_zero_owner(z, 0) == 0 && tg_zero_local(z) != NULL &&
+          tg_zero_local_index(z, 0) == (rank == 0 ? 0 : -1),
+          "rank 0 owns the parameter; every rank has a local optimizer");
     for (int step = 0; step < 3; step++) {
         OK(tg_tensor_full(&g, TG_F32, 1, (int64_t[]){4}, 0.25 * (step + 1)));
         OK(tg_tensor_set_grad(w, g));

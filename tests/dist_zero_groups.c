@@ -32,7 +32,7 @@ static int add_adam(tg_optimizer *opt, int n, tg_tensor *const *p, const void *o
 }
 
 /* Reads "<ints> :" from s into v (at most cap); the count, s moved on. */
-static int read_ints(const char **s, int64_t *v, int cap)
+int dist_read_ints(const char **s, int64_t *v, int cap)
 {
     int k = 0, used = 0;
     long long x = 0;
@@ -53,8 +53,8 @@ void zero_partition_with_groups_is_torch_s(void)
     while (fgets(line, sizeof line, f)) {
         const char *s = line;
         int64_t head[18], sizes[32], want[32];
-        const int nh = read_ints(&s, head, 18);
-        const int n = read_ints(&s, sizes, 32), nw = read_ints(&s, want, 32);
+        const int nh = dist_read_ints(&s, head, 18);
+        const int n = dist_read_ints(&s, sizes, 32), nw = dist_read_ints(&s, want, 32);
         if (nh < 3 || nh != 2 + head[1] || n != nw) continue;
         const int world = (int)head[0], n_groups = (int)head[1];
         int counts[16], got[32];
@@ -89,17 +89,16 @@ void zero_partition_with_groups_is_torch_s(void)
             CHECK(tg_zero_owner(y, i) == want[i], "case %d: add_param_group: parameter %d on "
                   "%d, torch's %lld", cases, i, tg_zero_owner(y, i), (long long)want[i]);
         }
-        /* the local optimizer: a group per group it has parameters of, with
-         * that group's lr */
-        const tg_optimizer *local = tg_zero_local(z);
-        for (int g = 0, lg = 0, at = 0; local && g < n_groups; at += counts[g], g++) {
-            bool mine = false;
-            for (int i = at; i < at + counts[g]; i++) mine |= want[i] == tg_dist_rank(g_dist);
-            if (!mine) continue;
-            CHECK(tg_optimizer_get_group_lr(local, lg) == o[g].lr, "case %d: local group %d "
-                  "has lr %g, want %g", cases, lg, tg_optimizer_get_group_lr(local, lg),
-                  o[g].lr);
-            lg++;
+        /* the local optimizers: every group, empty ones too, with its lr */
+        for (int k = 0; k < 2; k++) {
+            const tg_optimizer *local = tg_zero_local(k ? y : z);
+            CHECK(tg_optimizer_param_group_count(local) == n_groups, "case %d: %s: %d local "
+                  "groups, torch's %d", cases, k ? "added" : "made",
+                  tg_optimizer_param_group_count(local), n_groups);
+            for (int g = 0; g < n_groups; g++)
+                CHECK(tg_optimizer_get_group_lr(local, g) == o[g].lr, "case %d: local group "
+                      "%d has lr %g, want %g", cases, g, tg_optimizer_get_group_lr(local, g),
+                      o[g].lr);
         }
         tg_zero_free(z);
         tg_zero_free(y);

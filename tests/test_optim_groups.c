@@ -57,7 +57,7 @@ Test(optim_groups, add_param_group_refuses_bad_groups_and_changes_nothing)
             "params[0] is already in param group 0 (each parameter in one group)");
     REFUSED(tg_adam_add_param_group(o, 2, (tg_tensor *[]){p[2], p[2]}, &a), TG_EINVAL,
             "params[1] is params[0] again");
-    REFUSED(tg_adam_add_param_group(o, 0, &p[2], &a), TG_EINVAL, "n_params=0 must be >= 1");
+    REFUSED(tg_adam_add_param_group(o, -1, &p[2], &a), TG_EINVAL, "n_params=-1 must be >= 0");
     REFUSED(tg_adam_add_param_group(o, 1, NULL, &a), TG_EINVAL, "params must not be NULL");
     REFUSED(tg_adam_add_param_group(o, 1, &iq, &a), TG_EDTYPE,
             "params[0] has dtype i32; float dtypes only");
@@ -118,6 +118,67 @@ Test(optim_groups, group_learning_rates)
     th_release_all(3, p);
 }
 
+/* Empty groups (torch's {"params": []}, which ZeroRedundancyOptimizer's
+ * local optimizers have): group 0 and group 2 empty, the steps those of an
+ * optimizer without them, the state saved and loaded with them; L-BFGS
+ * keeps refusing no parameters. */
+Test(optim_groups, empty_groups_step_nothing_and_keep_their_place)
+{
+    tg_tensor *p[2] = {NULL}, *q[2] = {NULL}, *g = NULL;
+    for (int j = 0; j < 2; j++) {
+        tg_tensor_full(&p[j], TG_F32, 1, (int64_t[]){3}, 0.5 + j);
+        tg_tensor_full(&q[j], TG_F32, 1, (int64_t[]){3}, 0.5 + j);
+    }
+    tg_adam_opts a = TG_ADAM_OPTS_INIT, b = TG_ADAM_OPTS_INIT;
+    a.lr = 0.1, b.lr = 0.02, b.amsgrad = true;
+    tg_optimizer *o = NULL, *ref = NULL, *back = NULL;
+    cr_assert(eq(int, tg_adam_new(&o, 0, NULL, &b), TG_OK));
+    cr_assert(eq(int, tg_adam_add_param_group(o, 1, &p[0], &a), TG_OK));
+    cr_assert(eq(int, tg_adam_add_param_group(o, 0, NULL, &a), TG_OK));
+    cr_assert(eq(int, tg_adam_add_param_group(o, 1, &p[1], &b), TG_OK));
+    cr_assert(eq(int, tg_optimizer_param_group_count(o), 4));
+    cr_assert(eq(int, tg_adam_new(&ref, 1, &q[0], &a), TG_OK));
+    cr_assert(eq(int, tg_adam_add_param_group(ref, 1, &q[1], &b), TG_OK));
+    for (int step = 0; step < 3; step++) {
+        for (int j = 0; j < 2; j++) {
+            tg_tensor_full(&g, TG_F32, 1, (int64_t[]){3}, 0.25 * (step + 1) - j);
+            tg_tensor_set_grad(p[j], g);
+            tg_tensor_full(&g, TG_F32, 1, (int64_t[]){3}, 0.25 * (step + 1) - j);
+            tg_tensor_set_grad(q[j], g);
+        }
+        cr_assert(eq(int, tg_optimizer_step(o), TG_OK));
+        cr_assert(eq(int, tg_optimizer_step(ref), TG_OK));
+    }
+    for (int j = 0; j < 2; j++)
+        cr_assert(memcmp(tg_tensor_cdata(p[j]), tg_tensor_cdata(q[j]), 3 * sizeof(float)) == 0,
+                  "parameter %d differs from the optimizer without empty groups", j);
+    tg_st_file *f = NULL;
+    cr_assert(eq(int, tg_st_new(&f), TG_OK));
+    cr_assert(eq(int, tg_optimizer_state_save(o, f, "o"), TG_OK));
+    const tg_tensor *sizes = tg_st_get(f, "o.param_groups");
+    cr_assert(sizes != NULL && tg_tensor_numel(sizes) == 4);
+    const int64_t want[4] = {0, 1, 0, 1};
+    cr_assert(memcmp(tg_tensor_cdata(sizes), want, sizeof want) == 0);
+    cr_assert(eq(int, tg_adam_new(&back, 0, NULL, &a), TG_OK));
+    cr_assert(eq(int, tg_adam_add_param_group(back, 1, &q[0], &a), TG_OK));
+    cr_assert(eq(int, tg_adam_add_param_group(back, 0, NULL, &a), TG_OK));
+    cr_assert(eq(int, tg_adam_add_param_group(back, 1, &q[1], &a), TG_OK));
+    cr_assert(eq(int, tg_optimizer_state_load(back, f, "o"), TG_OK));
+    cr_assert(eq(dbl, tg_optimizer_get_group_lr(back, 0), b.lr));
+    cr_assert(eq(dbl, tg_optimizer_get_group_lr(back, 3), b.lr));
+    tg_optimizer *l = NULL;
+    tg_lbfgs_opts lo = TG_LBFGS_OPTS_INIT;
+    REFUSED(tg_lbfgs_new(&l, 0, NULL, &lo), TG_EINVAL, "n_params=0 must be >= 1");
+    REFUSED(tg_adam_new(&l, 1, NULL, &a), TG_EINVAL, "params must not be NULL");
+    cr_assert(l == NULL);
+    tg_st_free(f);
+    tg_optimizer_free(o);
+    tg_optimizer_free(ref);
+    tg_optimizer_free(back);
+    th_release_all(2, p);
+    th_release_all(2, q);
+}
+
 /* ---- construction and step errors -------------------------------------------- */
 
 Test(optim_groups, bad_options_are_rejected)
@@ -167,7 +228,7 @@ Test(optim_groups, bad_options_are_rejected)
     cr_assert(eq(int, tg_adamw_new(&o, 1, &p, &a), TG_EINVAL));
     a.eps = 1e-8;
     cr_assert(eq(int, tg_adam_new(&o, 1, &p, NULL), TG_EINVAL));
-    cr_assert(eq(int, tg_adam_new(&o, 0, &p, &a), TG_EINVAL));
+    cr_assert(eq(int, tg_adam_new(&o, -1, &p, &a), TG_EINVAL));
     cr_assert(eq(int, tg_adam_new(&o, 2, (tg_tensor *[]){p, p}, &a), TG_EINVAL));
     cr_assert(eq(int, tg_adam_new(&o, 2, (tg_tensor *[]){p, NULL}, &a), TG_EINVAL));
     cr_assert(eq(int, tg_adam_new(&o, 1, &iq, &a), TG_EDTYPE));

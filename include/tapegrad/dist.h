@@ -308,7 +308,8 @@ typedef struct tg_ddp_opts {
                                 * bf16_compress_hook / fp16_compress_hook (each
                                 * bucket divided by the number of ranks, rounded
                                 * to the half dtype, summed in it, widened into
-                                * .grad); f32 parameters only */
+                                * .grad; f32 and f64 parameters, an f64 bucket
+                                * divided in f64 and rounded through f32) */
 } tg_ddp_opts;
 #define TG_DDP_OPTS_INIT                                                      \
     {.bucket_cap_bytes = (size_t)25 << 20, .overlap = true, .broadcast_buffers = true, \
@@ -319,11 +320,10 @@ typedef struct tg_ddp_opts {
  * must pass the same list (same count, shapes and dtypes, in the same
  * order), the same bucket_cap_bytes and the same compress: checked,
  * TG_EINVAL on every rank otherwise.  o NULL: the defaults.  TG_EINVAL
- * when o->compress is not TG_F32, TG_BF16 or TG_F16, and when it
- * compresses (bf16, f16) while a parameter is f64.  Registers a post-accumulate hook on
- * each parameter (removed by tg_ddp_free).  Collective: an error on any
- * rank (a bad argument, no memory) is returned by every rank, and no rank
- * makes a tg_ddp. */
+ * when o->compress is not TG_F32, TG_BF16 or TG_F16.  Registers a
+ * post-accumulate hook on each parameter (removed by tg_ddp_free).
+ * Collective: an error on any rank (a bad argument, no memory) is returned
+ * by every rank, and no rank makes a tg_ddp. */
 TG_API int tg_ddp_new(tg_ddp **out, tg_dist *d, int n, tg_tensor *const *params,
                       const tg_ddp_opts *o);
 /* torch.nn.parallel.DistributedDataParallel(m): copies rank 0's parameters
@@ -414,13 +414,16 @@ TG_API int tg_ddp_get_stats(const tg_ddp *ddp, tg_ddp_stats *s);
 typedef struct tg_zero tg_zero;
 
 /* Makes the optimizer of one rank's partition: *out a new optimizer over
- * params[0..n) (n >= 1) with options opts, as tg_adam_new and the other
- * constructors of optim.h (torch's optimizer_class and **defaults). */
+ * params[0..n) with options opts, as tg_adam_new and the other
+ * constructors of optim.h (torch's optimizer_class and **defaults).  n is
+ * 0 on a rank that owns none of the first group's parameters: the
+ * optimizer's group 0 is then empty, as torch's. */
 typedef int (*tg_zero_make_fn)(tg_optimizer **out, int n, tg_tensor *const *params,
                                const void *opts);
 
 /* Adds a param group to an optimizer that make made: params[0..n) with
- * options opts, as tg_adam_add_param_group and the others of optim.h. */
+ * options opts, as tg_adam_add_param_group and the others of optim.h (n 0:
+ * an empty group). */
 typedef int (*tg_zero_add_fn)(tg_optimizer *opt, int n, tg_tensor *const *params,
                               const void *opts);
 
@@ -450,8 +453,9 @@ TG_API int tg_zero_partition_groups(int *owner, int n_groups, const int *n_param
  * **defaults): partitions params[0..n) (float leaves, distinct,
  * contiguous, keeping their shapes and dtypes while z lives; retained)
  * over d's ranks and calls make(opts) with this rank's parameters,
- * largest first as torch orders them (a rank that owns none makes no
- * optimizer).  The optimizer must have one param group.
+ * largest first as torch orders them (n 0 and an empty list for a rank
+ * that owns none: every rank has an optimizer).  The optimizer must have
+ * one param group.
  * Every rank passes the same list (count, shapes and dtypes in order;
  * TG_EINVAL otherwise).  Collective: an error on any rank (a bad argument,
  * make's error, no memory) is returned by every rank, and no rank keeps a
@@ -462,9 +466,9 @@ TG_API int tg_zero_new(tg_zero **out, tg_dist *d, int n, tg_tensor *const *param
  * tg_zero_new over the param groups groups[0..n_groups) (n_groups >= 1),
  * the parameters numbered on across the groups (group 0's first).  The
  * partition is tg_zero_partition_groups'; this rank's optimizer has a
- * group for each group where it owns parameters (largest first), made by
- * make with the first such group's opts and add with the others', each
- * with its group's hyperparameters (tg_zero_optimizer).  add may be NULL
+ * group for each group, its share of it largest first (empty when it owns
+ * none of it), made by make with group 0's opts and add with the others',
+ * each with its group's hyperparameters (tg_zero_optimizer).  add may be NULL
  * for one group.  tg_zero_new's errors, make's and add's (an add of
  * another family: TG_EINVAL), and TG_EINVAL for a group of n < 1 or a
  * different group layout on some rank.  Collective. */
@@ -473,9 +477,8 @@ TG_API int tg_zero_new_groups(tg_zero **out, tg_dist *d, int n_groups,
                               tg_zero_add_fn add);
 /* zero.add_param_group({"params": params, **opts}): appends params[0..n)
  * as the next param group (its parameters numbered on), partitioned as
- * torch does, the earlier parameters keeping their owners; each rank whose
- * share of it is not empty adds it to its optimizer with add (or, having
- * none yet, makes one with tg_zero_new's make).  Add the groups before
+ * torch does, the earlier parameters keeping their owners; each rank adds
+ * its share of it (possibly empty) to its optimizer with add.  Add the groups before
  * making a learning-rate scheduler.  Every rank passes the same list and
  * the same add.  tg_zero_new_groups' errors and TG_EINVAL for a parameter
  * already in z; an error on any rank is every rank's, with nothing
@@ -522,15 +525,46 @@ TG_API void tg_zero_zero_grad(tg_zero *z);
  * tg_optimizer_set_lr's rules. */
 TG_API int tg_zero_set_lr(tg_zero *z, double lr);
 
+/* torch's parameters_as_bucket_view=True (on) or False (the default):
+ * with on, the parameters that one rank owns of one dtype become views
+ * into one flat buffer of that (rank, dtype), back to back (group by group,
+ * each in the order of that rank's optimizer), so the broadcast after each
+ * step is one message per (rank, dtype) with parameters instead of one per
+ * parameter; the steps' results are the same, bit for bit.  The user's
+ * tensors stay valid and keep their values, .grad and hooks, but their
+ * storage changes (torch's `param.data = bucket view`): a data pointer
+ * taken before (tg_tensor_data) is stale, and a graph that saved a
+ * parameter before the call refuses it in backward.  tg_zero_add_param_group
+ * rebuilds the buckets (the pointers move again).  A parameter whose data
+ * is replaced afterwards (tg_module_to_dtype) is refused by tg_zero_step
+ * (TG_EINVAL) until this is called again.  off gives each parameter its own
+ * storage again (a copy).  Every rank passes the same on (TG_EINVAL
+ * otherwise); an error on any rank (no memory) is every rank's, with
+ * nothing changed.  Collective. */
+TG_API int tg_zero_set_bucket_view(tg_zero *z, bool on);
+/* Whether z's parameters are bucket views; false for NULL. */
+TG_API bool tg_zero_bucket_view(const tg_zero *z);
+
 /* The rank that owns parameter i, -1 for i out of range or NULL z. */
 TG_API int tg_zero_owner(const tg_zero *z, int i);
-/* This rank's optimizer (borrowed; NULL when the rank owns no parameter):
- * its state is that of this rank's parameters only, numbered in its own
- * order (tg_zero_local_index). */
+/* This rank's optimizer (borrowed; NULL for NULL z): its state is that of
+ * this rank's parameters only, numbered in its own order
+ * (tg_zero_local_index).  It has every param group of z, in z's order, as
+ * torch's local optimizer: group g holds this rank's share of group g, an
+ * empty group when the rank owns none of it (so group indices, options and
+ * schedulers agree on every rank). */
 TG_API tg_optimizer *tg_zero_local(const tg_zero *z);
 /* Parameter i's index in tg_zero_local's optimizer, -1 when another rank
  * owns it (or i is out of range). */
 TG_API int tg_zero_local_index(const tg_zero *z, int i);
+/* torch's zero._partition_parameters()[rank][group]["params"]: *idx a new
+ * array (free it with free; NULL when *n is 0) of the *n parameters of
+ * param group `group` that `rank` owns, as indices into tg_zero_new's list
+ * (numbered on across the groups), in the order of that group of rank's
+ * optimizer (largest first, equal sizes in list order).  TG_EINVAL for
+ * NULL arguments, rank outside [0, world) or a group z does not have; on
+ * error *idx and *n are not touched.  Not collective. */
+TG_API int tg_zero_rank_params(int **idx, int *n, const tg_zero *z, int rank, int group);
 /* The number of tg_zero_step calls that succeeded. */
 TG_API int64_t tg_zero_steps(const tg_zero *z);
 

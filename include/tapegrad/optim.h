@@ -265,8 +265,11 @@ typedef struct tg_lbfgs_opts {
      .tolerance_change = 1e-9, .history_size = 100, .strong_wolfe = false}
 
 /* Each makes *out a new optimizer over params[0..n_params) (retained).
+ * n_params may be 0 (params then may be NULL): group 0 is empty, as in
+ * torch's SGD([{"params": []}]), and its groups still take options and
+ * schedulers (ZeroRedundancyOptimizer's local optimizers have such groups).
  * TG_EINVAL for a bad option, NULL/duplicate/non-leaf parameter, or
- * n_params < 1; TG_EDTYPE for a non-float parameter. */
+ * n_params < 0 (< 1 for L-BFGS); TG_EDTYPE for a non-float parameter. */
 TG_API int tg_sgd_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
                       const tg_sgd_opts *opts);
 TG_API int tg_adam_new(tg_optimizer **out, int n_params, tg_tensor *const *params,
@@ -336,7 +339,8 @@ TG_API void tg_optimizer_free(tg_optimizer *opt);
  * The parameters are numbered on from the existing ones (state keys
  * "prefix.<i>.*", as torch's state_dict numbers them).  Add the groups
  * before making a learning-rate scheduler (it schedules the groups there
- * are).  TG_EINVAL for NULL opt, an optimizer of another family (SGD;
+ * are).  n_params may be 0: an empty group (torch's {"params": []}).
+ * TG_EINVAL for NULL opt, an optimizer of another family (SGD;
  * Adam and AdamW; RMSprop; Adagrad; Adadelta; Adamax; NAdam; RAdam; Rprop;
  * ASGD: each takes its own function; L-BFGS has one group), a parameter already in a group, and the
  * constructors' errors; on error nothing is changed. */

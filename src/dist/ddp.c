@@ -24,8 +24,8 @@
 
 /* ---- construction ---------------------------------------------------------- */
 
-/* compress: tg_ddp_opts.compress, whose halves take f32 parameters only. */
-static int check_params(int n, tg_tensor *const *params, tg_dtype compress, const char *fn)
+/* The parameters' checks (f32 and f64, compressed or not). */
+static int check_params(int n, tg_tensor *const *params)
 {
     for (int i = 0; i < n; i++) {
         const tg_tensor *p = params[i];
@@ -35,10 +35,6 @@ static int check_params(int n, tg_tensor *const *params, tg_dtype compress, cons
         TG_CHECK(tg_tensor_dtype(p) == TG_F32 || tg_tensor_dtype(p) == TG_F64, TG_EDTYPE,
                  "ddp_new: params[%d] is %s; f32 and f64 parameters only (keep f32 master "
                  "weights under autocast)", i, tg_dtype_name(tg_tensor_dtype(p)));
-        TG_CHECK(compress == TG_F32 || tg_tensor_dtype(p) == TG_F32, TG_EINVAL,
-                 "%s: params[%d] is %s; compress=%s takes f32 parameters only (compress=f32 "
-                 "reduces f64 gradients uncompressed)", fn, i,
-                 tg_dtype_name(tg_tensor_dtype(p)), tg_dtype_name(compress));
         TG_CHECK(tg_tensor_numel(p) <= INT32_MAX, TG_EINVAL,
                  "ddp_new: params[%d] has %lld elements; at most 2^31 - 1", i,
                  (long long)tg_tensor_numel(p));
@@ -148,7 +144,7 @@ static int ddp_local(tg_ddp **out, tg_dist *d, int n, tg_tensor *const *params,
     TG_CHECK(o->compress == TG_F32 || o->compress == TG_BF16 || o->compress == TG_F16,
              TG_EINVAL, "%s: compress=%s (%d) must be f32 (no compression), bf16 or f16", fn,
              tg_dtype_name(o->compress), (int)o->compress);
-    TG_TRY(check_params(n, params, o->compress, fn));
+    TG_TRY(check_params(n, params));
     tg_ddp *ddp = tg__calloc(1, sizeof *ddp);
     if (!ddp) return TG_ENOMEM;
     ddp->d = d;

@@ -19,7 +19,13 @@
  * for bf16), so the two roundings never differ from one, and f32's range
  * holds every sum of two halves that stays finite in h.  The conversions
  * are the library's bulk ones (round to nearest even, bit for bit
- * tg_f32_to_bf16 / tg_f32_to_f16). */
+ * tg_f32_to_bf16 / tg_f32_to_f16).
+ *
+ * An f64 bucket travels the same way (PyTorch's hooks cast any bucket to
+ * the half): each rank's g / N, divided in f64, goes to the half through
+ * f32, as PyTorch's double -> Half conversion does, and the half sum is
+ * widened to f64 (exactly).  Its .grad is thus within the half's rounding
+ * of the f64 mean, as an f32 one is. */
 #include "dist/ddp_internal.h"
 
 /* Elements converted per block: f32 room on the stack for two blocks. */
@@ -75,18 +81,37 @@ void tg__ddp_compress_free(tg_ddp *ddp)
     if (ddp->half_type != MPI_DATATYPE_NULL) MPI_Type_free(&ddp->half_type);
 }
 
-void tg__ddp_compress(tg_dtype half, const float *src, float size, uint16_t *dst, int64_t n)
+void tg__ddp_compress(tg_dtype half, tg_dtype dt, const void *src, int size, uint16_t *dst,
+                      int64_t n)
 {
+    TG_ASSERT(dt == TG_F32 || dt == TG_F64);
     float q[BLOCK];
     const tg__cast k = tg__cast_kernel();
+    const float *s32 = src;
+    const double *s64 = src;
     for (int64_t i = 0; i < n; i += BLOCK) {
         const int64_t m = n - i < BLOCK ? n - i : BLOCK;
-        for (int64_t j = 0; j < m; j++) q[j] = src[i + j] / size;
+        if (dt == TG_F32)
+            for (int64_t j = 0; j < m; j++) q[j] = s32[i + j] / (float)size;
+        else
+            for (int64_t j = 0; j < m; j++) q[j] = (float)(s64[i + j] / size);
         tg__f32_to_half_k(half, q, dst + i, m, k);
     }
 }
 
-void tg__ddp_decompress(tg_dtype half, const uint16_t *src, float *dst, int64_t n)
+void tg__ddp_decompress(tg_dtype half, tg_dtype dt, const uint16_t *src, void *dst, int64_t n)
 {
-    tg__half_to_f32_k(half, src, dst, n, tg__cast_kernel());
+    TG_ASSERT(dt == TG_F32 || dt == TG_F64);
+    const tg__cast k = tg__cast_kernel();
+    if (dt == TG_F32) {
+        tg__half_to_f32_k(half, src, dst, n, k);
+        return;
+    }
+    float w[BLOCK];
+    double *d64 = dst;
+    for (int64_t i = 0; i < n; i += BLOCK) {
+        const int64_t m = n - i < BLOCK ? n - i : BLOCK;
+        tg__half_to_f32_k(half, src + i, w, m, k);
+        for (int64_t j = 0; j < m; j++) d64[i + j] = w[j];
+    }
 }

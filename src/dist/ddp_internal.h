@@ -64,10 +64,13 @@ int tg__ddp_hook(tg_tensor *leaf, void *user);
  * skipped, so both run on a partly made tg_ddp). */
 int tg__ddp_compress_init(tg_ddp *ddp);
 void tg__ddp_compress_free(tg_ddp *ddp);
-/* dst[i] = half(src[i] / size), rounded to nearest even: what a rank sends. */
-void tg__ddp_compress(tg_dtype half, const float *src, float size, uint16_t *dst, int64_t n);
-/* dst[i] = src[i] widened (exact): the reduced bucket into .grad. */
-void tg__ddp_decompress(tg_dtype half, const uint16_t *src, float *dst, int64_t n);
+/* dst[i] = half(src[i] / size), rounded to nearest even, src of dtype dt
+ * (f32, or f64 divided in f64 and rounded through f32): what a rank sends. */
+void tg__ddp_compress(tg_dtype half, tg_dtype dt, const void *src, int size, uint16_t *dst,
+                      int64_t n);
+/* dst[i] = src[i] widened to dt (f32 or f64; exact): the reduced bucket
+ * into .grad. */
+void tg__ddp_decompress(tg_dtype half, tg_dtype dt, const uint16_t *src, void *dst, int64_t n);
 
 /* The module's buffers (ddp_buffers.c): the room for them at construction
  * (none unless broadcast_buffers); before the step's flags go out, the

@@ -93,7 +93,7 @@ static void fill_slot(tg_ddp *ddp, const ddp_slot *s, const void *g)
     if (b->wire == b->dt)
         memcpy(dst, g, (size_t)s->numel * tg_dtype_size(b->dt));
     else
-        tg__ddp_compress(b->wire, g, (float)ddp->d->size, (uint16_t *)(void *)dst, s->numel);
+        tg__ddp_compress(b->wire, b->dt, g, ddp->d->size, (uint16_t *)(void *)dst, s->numel);
 }
 
 /* Copies p's .grad (zeros without one) into its slot; on error the slot is
@@ -226,8 +226,8 @@ static void copy_out(tg_ddp *ddp, ddp_slot *s)
     }
     tg_tensor *g = tg_tensor_grad(s->p);
     if (b->wire != b->dt) {
-        tg__ddp_decompress(b->wire, (const uint16_t *)b->buf + s->offset, tg_tensor_data(g),
-                           s->numel);
+        tg__ddp_decompress(b->wire, b->dt, (const uint16_t *)b->buf + s->offset,
+                           tg_tensor_data(g), s->numel);
     } else if (b->dt == TG_F32) {
         const float *src = (const float *)b->buf + s->offset, size = (float)ddp->d->size;
         float *dst = tg_tensor_data(g);

@@ -225,3 +225,17 @@ int tg_zero_step_closure(tg_zero *z, tg_closure_fn closure, void *user, double *
 }
 
 tg_optimizer *tg_zero_optimizer(const tg_zero *z) { return (void)z, NULL; }
+
+int tg_zero_rank_params(int **idx, int *n, const tg_zero *z, int rank, int group)
+{
+    (void)idx, (void)n, (void)z, (void)rank, (void)group;
+    return NO_MPI("zero_rank_params");
+}
+
+int tg_zero_set_bucket_view(tg_zero *z, bool on)
+{
+    (void)z, (void)on;
+    return NO_MPI("zero_set_bucket_view");
+}
+
+bool tg_zero_bucket_view(const tg_zero *z) { return (void)z, false; }

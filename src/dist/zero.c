@@ -163,6 +163,10 @@ void tg_zero_free(tg_zero *z)
     free(z->local_index);
     free(z->group_end);
     free(z->local_group);
+    for (int k = 0; k < z->n_buckets; k++) tg_tensor_release(z->buckets[k]);
+    free(z->buckets);
+    free(z->bucket_root);
+    free(z->bucket_of);
     free(z);
 }
 
@@ -197,11 +201,11 @@ static int step(tg_zero *z)
 {
     int rc = tg__zero_sync(z);
     if (rc >= 0) rc = check_grads(z);
+    if (rc >= 0) rc = tg__zero_check_buckets(z);
     TG_TRY(tg_dist_agree(z->d, rc));
     rc = z->opt ? tg_optimizer_step(z->opt) : TG_OK;
     TG_TRY(tg_dist_agree(z->d, rc));
-    /* every parameter from its owner, in the list's order on every rank */
-    for (int i = 0; i < z->n; i++) TG_TRY(tg__dist_bcast_bytes(z->d, z->params[i], z->owner[i]));
+    TG_TRY(tg__zero_broadcast(z));
     z->steps++;
     return TG_OK;
 }

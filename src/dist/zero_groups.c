@@ -47,15 +47,14 @@ static int partition(const tg_zero *z, int *owner, int n_groups)
     return rc;
 }
 
-/* This rank's parameters of group g, stably sorted by numel, largest
- * first (the order of torch's param group on the rank), into idx; their
- * count. */
-static int local_share(const tg_zero *z, int g, int *idx)
+/* Rank's parameters of group g, stably sorted by numel, largest first
+ * (the order of torch's param group on the rank), into idx; their count. */
+int tg__zero_share(const tg_zero *z, int g, int rank, int *idx)
 {
     const int begin = g ? z->group_end[g - 1] : 0;
     int m = 0;
     for (int i = begin; i < z->group_end[g]; i++) {
-        if (z->owner[i] != z->d->rank) continue;
+        if (z->owner[i] != rank) continue;
         const int64_t numel = tg_tensor_numel(z->params[i]);
         int j = m++;
         for (; j > 0 && tg_tensor_numel(z->params[idx[j - 1]]) < numel; j--) idx[j] = idx[j - 1];
@@ -64,7 +63,7 @@ static int local_share(const tg_zero *z, int g, int *idx)
     return m;
 }
 
-/* Adds local[0..m) as the local optimizer's next group. */
+/* Adds local[0..m) (m may be 0) as the local optimizer's next group. */
 static int add_local(tg_zero *z, int m, tg_tensor **local, tg_zero_add_fn add, const void *opts)
 {
     const int before = tg_optimizer_param_group_count(z->opt);
@@ -95,12 +94,15 @@ int tg__zero_place_group(tg_zero *z, int g, tg_zero_add_fn add, const void *opts
         z->owner[i] = owner[i];
         z->local_index[i] = -1;
     }
-    const int m = rc >= 0 ? local_share(z, g, idx) : 0;
+    const int m = rc >= 0 ? tg__zero_share(z, g, z->d->rank, idx) : 0;
     for (int k = 0; k < m; k++) local[k] = z->params[idx[k]];
     z->local_group[g] = -1;
-    if (rc >= 0 && m > 0) rc = add_local(z, m, local, add, opts);
-    if (rc >= 0 && m > 0) {
+    /* an empty share is an empty group, as torch's local optimizer keeps it:
+     * group g of z is group g of every rank's optimizer */
+    if (rc >= 0) rc = add_local(z, m, local, add, opts);
+    if (rc >= 0) {
         z->local_group[g] = tg_optimizer_param_group_count(z->opt) - 1;
+        TG_ASSERT(z->local_group[g] == g);
         for (int k = 0; k < m; k++) z->local_index[idx[k]] = z->n_local + k;
         z->n_local += m;
     }
@@ -108,6 +110,26 @@ int tg__zero_place_group(tg_zero *z, int g, tg_zero_add_fn add, const void *opts
     free(idx);
     free(local);
     return rc;
+}
+
+int tg_zero_rank_params(int **idx, int *n, const tg_zero *z, int rank, int group)
+{
+    static const char fn[] = "zero_rank_params";
+    TG_CHECK(idx != NULL && n != NULL && z != NULL, TG_EINVAL,
+             "%s: idx, n and z must not be NULL", fn);
+    TG_CHECK(rank >= 0 && rank < z->d->size, TG_EINVAL, "%s: rank=%d must be in [0, %d)", fn,
+             rank, z->d->size);
+    TG_CHECK(group >= 0 && group < z->n_groups, TG_EINVAL, "%s: group=%d must be in [0, %d)",
+             fn, group, z->n_groups);
+    TG_CHECK(!z->broken, TG_EINVAL,
+             "%s: z ran out of memory in zero_add_param_group; it can only be freed", fn);
+    const int size = z->group_end[group] - (group ? z->group_end[group - 1] : 0);
+    int *v = tg__calloc((size_t)size, sizeof *v);
+    if (!v) return TG_ENOMEM;
+    const int m = tg__zero_share(z, group, rank, v);
+    if (m == 0) free(v), v = NULL;
+    *idx = v, *n = m;
+    return TG_OK;
 }
 
 int tg__zero_sync(tg_zero *z)
@@ -168,6 +190,8 @@ int tg_zero_add_param_group(tg_zero *z, tg_zero_add_fn add, int n, tg_tensor *co
         z->group_end[g] = z->n;
         rc = tg__zero_place_group(z, g, add, opts);
     }
+    /* torch rebuilds the buckets over the new partition */
+    if (rc >= 0 && z->bucket_view) rc = tg__zero_build_buckets(z, true);
     if (rc >= 0) rc = tg__zero_sync(z);
     rc = tg_dist_agree(z->d, rc);
     if (rc < 0) z->broken = true;

@@ -81,6 +81,8 @@ static int opt_new(const char *op, tg__opt_kind k, tg_optimizer **out, int n,
 {
     TG_CHECK(out != NULL, TG_EINVAL, "%s: out must not be NULL", op);
     TG_TRY(tg__opt_check_params(op, NULL, n, params));
+    TG_CHECK(n >= 1 || k != TG__OPT_LBFGS, TG_EINVAL,
+             "%s: n_params=%d must be >= 1 (L-BFGS has one group, of parameters)", op, n);
     TG_TRY(tg__opt_check_hparams(k, h, op, NULL, -1));
     tg_optimizer *o = tg__calloc(1, sizeof *o);
     tg_tensor **ps = tg__calloc((size_t)n, sizeof *ps);

@@ -216,8 +216,9 @@ static int group_of(const tg_optimizer *opt, int i)
 int tg__opt_check_params(const char *what, const tg_optimizer *opt, int n,
                          tg_tensor *const *params)
 {
-    TG_CHECK(n >= 1, TG_EINVAL, "%s: n_params=%d must be >= 1", what, n);
-    TG_CHECK(params != NULL, TG_EINVAL, "%s: params must not be NULL", what);
+    /* n 0: an empty group, as torch's {"params": []} */
+    TG_CHECK(n >= 0, TG_EINVAL, "%s: n_params=%d must be >= 0", what, n);
+    TG_CHECK(params != NULL || n == 0, TG_EINVAL, "%s: params must not be NULL", what);
     for (int i = 0; i < n; i++) {
         const tg_tensor *p = params[i];
         TG_CHECK(p != NULL, TG_EINVAL, "%s: params[%d] must not be NULL", what, i);
