@@ -29,6 +29,15 @@
 #define MEDIUM_MAX 32768
 #define MEDIUM_PACK 4096
 
+/* B stored (n, k) copied into bt as (k, n), and b, ldb pointed at it. */
+#define UNTRANSPOSE_B(bt, b, ldb, k, n)                                                        \
+    do {                                                                                       \
+        for (int64_t p_ = 0; p_ < (k); p_++)                                                   \
+            for (int64_t j_ = 0; j_ < (n); j_++) (bt)[p_ * (n) + j_] = (b)[j_ * (ldb) + p_];   \
+        (b) = (bt);                                                                            \
+        (ldb) = (n);                                                                           \
+    } while (0)
+
 /* Blocks of C of 2 rows x 4 columns, each element one chain over p in
  * order kept in registers (eight independent chains hide the latency of
  * the multiply-add), then the last row and the last columns one element a
@@ -40,12 +49,7 @@
     {                                                                                          \
         T bt[MEDIUM_PACK];                                                                     \
         const int64_t as = ta ? 1 : lda, ak = ta ? lda : 1;                                    \
-        if (tb) {                                                                              \
-            for (int64_t p = 0; p < k; p++)                                                    \
-                for (int64_t j = 0; j < n; j++) bt[p * n + j] = b[j * ldb + p];                \
-            b = bt;                                                                            \
-            ldb = n;                                                                           \
-        }                                                                                      \
+        if (tb) UNTRANSPOSE_B(bt, b, ldb, k, n);                                               \
         const int64_t m2 = m / 2 * 2, n4 = n / 4 * 4;                                          \
         for (int64_t i = 0; i < m2; i += 2)                                                    \
             for (int64_t j = 0; j < n4; j += 4) {                                              \
@@ -136,12 +140,7 @@ static bool use_fma(void) { return false; }
     {                                                                                        \
         T bt[MEDIUM_PACK];                                                                   \
         const int64_t as = ta ? 1 : lda, ak = ta ? lda : 1, nw = n / W * W;                  \
-        if (tb) {                                                                            \
-            for (int64_t p = 0; p < k; p++)                                                  \
-                for (int64_t j = 0; j < n; j++) bt[p * n + j] = b[j * ldb + p];              \
-            b = bt;                                                                          \
-            ldb = n;                                                                         \
-        }                                                                                    \
+        if (tb) UNTRANSPOSE_B(bt, b, ldb, k, n);                                             \
         for (int64_t j = 0; j < nw; j += W) {                                                \
             int64_t i = 0;                                                                   \
             for (; i + 8 <= m; i += 8)                                                       \
