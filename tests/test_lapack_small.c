@@ -1,7 +1,8 @@
 /* tests/test_lapack_small.c - the plain-loop LU, its solves, Cholesky,
  * triangular solves and Householder QR of small matrices
- * (src/core/lapack_small.c) against LAPACK's own routines called directly, and the batched functions of
- * tapegrad/linalg.h that use them on the thread pool.
+ * (src/core/lapack_small.c) against LAPACK's own routines called
+ * directly, and the batched functions of tapegrad/linalg.h that use them
+ * on the thread pool.
  *
  * The pivots must be LAPACK's (the first row of largest |value|), so they
  * are compared exactly, on random matrices and on columns with ties.  The

@@ -153,7 +153,8 @@ static bool use_fma(void) { return false; }
         for (int64_t i = 0; i < m; i++)                                                      \
             for (int64_t j = nw; j < n; j++) {                                               \
                 T acc = 0;                                                                   \
-                for (int64_t p = 0; p < k; p++) acc = SFMA(a[i * as + p * ak], b[p * ldb + j], acc); \
+                for (int64_t p = 0; p < k; p++)                                              \
+                    acc = SFMA(a[i * as + p * ak], b[p * ldb + j], acc);                     \
                 T *cij = c + i * ldc + j;                                                    \
                 *cij = beta == 0 ? acc : beta * *cij + acc;                                  \
             }                                                                                \

@@ -1,7 +1,8 @@
 /* src/core/lapack_small.c - LU with partial pivoting, its solves,
  * Cholesky, triangular solves and the Householder QR of one small matrix
- * (n <= TG__LAPACK_SMALL_MAX) as plain loops, in the layouts and conventions of the LAPACK wrappers of
- * src/core/lapack.c, which call them for such sizes.  OpenBLAS's LAPACK and
+ * (n <= TG__LAPACK_SMALL_MAX) as plain loops, in the layouts and
+ * conventions of the LAPACK wrappers of src/core/lapack.c, which call them
+ * for such sizes.  OpenBLAS's LAPACK and
  * BLAS interfaces take a global lock each call to allocate their buffer: a
  * batch of 4 x 4 matrices spends more on it than on the arithmetic, and the
  * pool's threads calling at once wait on each other.
