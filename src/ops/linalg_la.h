@@ -136,7 +136,7 @@ int tg__la_mT(tg_tensor **out, tg_tensor *a);
 
 /* Hands up to three results to the caller's scope, all or none (as
  * tg__scope_capture_pair): v[i] to *o[i] for each o[i] not NULL (v[i] is
- * then the result; a NULL o[i] has a NULL v[i]).  With rc < 0, or when a
+ * then the result; a v[i] whose o[i] is NULL is released).  With rc < 0, or when a
  * capture fails, every v[i] is released and no *o[i] written.  Returns rc
  * or the capture's status.  Steals v[0..3). */
 int tg__la_capture3(tg_tensor **o[3], tg_tensor *v[3], int rc);

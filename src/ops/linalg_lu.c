@@ -428,10 +428,6 @@ int tg_linalg_inv_ex(tg_tensor **inverse, tg_tensor **info, tg_tensor *A, bool c
     if (rc >= 0 && check_errors) rc = tg__la_info_check(fn, in, INV_SINGULAR);
     if (rc >= 0 && inverse) rc = tg_op_call(&inv_op, &y, 1, &A, &p, sizeof p);
     tg__lib_leave();
-    if (!info) {
-        tg_tensor_release(in);
-        in = NULL;
-    }
     return tg__la_capture3((tg_tensor **[]){inverse, info, NULL}, (tg_tensor *[]){y, in, NULL},
                            rc);
 }
@@ -454,14 +450,6 @@ int tg_linalg_solve_ex(tg_tensor **result, tg_tensor **info, tg_tensor *A, tg_te
     /* the shapes are checked here also when only info is wanted */
     if (rc >= 0) rc = tg_op_call(&solve_op, &x, 2, (tg_tensor *[]){A, B}, &p, sizeof p);
     tg__lib_leave();
-    if (!result) {
-        tg_tensor_release(x);
-        x = NULL;
-    }
-    if (!info) {
-        tg_tensor_release(in);
-        in = NULL;
-    }
     return tg__la_capture3((tg_tensor **[]){result, info, NULL}, (tg_tensor *[]){x, in, NULL},
                            rc);
 }

@@ -341,14 +341,6 @@ int tg_linalg_lu_factor_ex(tg_tensor **LU, tg_tensor **pivots, tg_tensor **info,
     if (rc >= 0 && check_errors) rc = tg__la_info_check(fn, in, LU_ZERO);
     if (rc >= 0 && LU) rc = tg_op_call(&lufact_op, &lu, 1, &A, &p, sizeof p);
     tg__lib_leave();
-    if (!pivots) {
-        tg_tensor_release(piv);
-        piv = NULL;
-    }
-    if (!info) {
-        tg_tensor_release(in);
-        in = NULL;
-    }
     return tg__la_capture3((tg_tensor **[]){LU, pivots, info}, (tg_tensor *[]){lu, piv, in}, rc);
 }
 

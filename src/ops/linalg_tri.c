@@ -286,10 +286,6 @@ int tg_linalg_cholesky_ex(tg_tensor **L, tg_tensor **info, tg_tensor *A, bool up
     tg_tensor_release(at);
     tg_tensor_release(lo);
     tg__lib_leave();
-    if (!info) {
-        tg_tensor_release(in);
-        in = NULL;
-    }
     return tg__la_capture3((tg_tensor **[]){L, info, NULL}, (tg_tensor *[]){y, in, NULL}, rc);
 }
 
