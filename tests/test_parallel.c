@@ -189,6 +189,35 @@ Test(parallel, tasks_run_once_each_for_any_thread_count)
     }
 }
 
+/* A range body that only counts: no time for a late worker to catch up. */
+static void count_range(void *p, int64_t lo, int64_t hi)
+{
+    seen_t *s = p;
+    for (int64_t i = lo; i < hi; i++) atomic_fetch_add(&s->hits[i], 1);
+}
+
+/* Workers that come late (more threads than CPUs, so they sleep between
+ * calls, and a patience of 20 us): over many calls each share still runs
+ * exactly once, whether its worker, the caller or a worker still waking
+ * from an earlier call takes it.  A worker takes at most one ticket of a
+ * call: with two it would run its own share twice and leave another's. */
+Test(parallel, late_workers_neither_lose_nor_repeat_a_share)
+{
+    const int64_t patience = tg__pool_set_patience(20000);
+    static seen_t s;
+    for (int t = 3; t <= 6; t++) {
+        cr_assert(eq(int, tg_set_num_threads(t), TG_OK));
+        for (int r = 0; r < 2000; r++) {
+            memset(s.hits, 0, sizeof s.hits);
+            tg__parallel_range(64, true, count_range, &s);
+            for (int64_t i = 0; i < 64; i++)
+                cr_assert(eq(int, atomic_load(&s.hits[i]), 1), "threads %d, call %d: index %lld", t,
+                          r, (long long)i);
+        }
+    }
+    tg__pool_set_patience(patience);
+}
+
 /* Two application threads calling at once: one gets the team, the other runs
  * serially; both results are whole. */
 static void *caller_thread(void *p)

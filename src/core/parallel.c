@@ -7,7 +7,10 @@
  * every worker that took part has finished.
  *
  * Taking part needs a ticket: a job comes with one per worker, and a worker
- * takes one before it reads the job.  When a worker cannot get a CPU (a
+ * takes one before it reads the job, at most one of each job (a ticket
+ * names its job's generation: a worker still waking from an earlier job
+ * that took this one's ticket does not take a second and run its share
+ * twice, leaving another worker's undone).  When a worker cannot get a CPU (a
  * shared 2-core machine whose other core is busy), the caller does not
  * wait for it: after its own share, and a quarter as long again (at most
  * TG__PATIENCE_NS) without every ticket taken, it withdraws the tickets left, runs the shares no worker
@@ -62,7 +65,7 @@ static struct {
     pthread_cond_t done;      /* caller: the last worker finished */
     alignas(64) atomic_ullong gen;   /* bumped to publish fn/arg; a worker runs each one once */
     alignas(64) atomic_int pending;  /* tickets of the current generation not yet done */
-    alignas(64) atomic_int tickets;  /* tickets not yet taken (see the top) */
+    alignas(64) atomic_ullong tickets;  /* generation << 32 | tickets not yet taken */
     atomic_int sleepers;      /* workers waiting on `wake` */
     atomic_int caller_asleep; /* the caller waits on `done` */
     tg__team_fn fn;           /* NULL: workers exit */
@@ -126,11 +129,20 @@ static inline bool all_done(unsigned long long unused)
     return atomic_load_explicit(&pool.pending, memory_order_acquire) == 0;
 }
 
-/* Takes a ticket of the current job, if one is left. */
-static bool take_ticket(void)
+#define TICKET_COUNT 0xffffffffull
+
+/* The tickets word of generation g with n tickets. */
+static inline unsigned long long tickets_of(unsigned long long g, int n)
 {
-    int t = atomic_load_explicit(&pool.tickets, memory_order_relaxed);
-    while (t > 0)
+    return (g & TICKET_COUNT) << 32 | (unsigned long long)n;
+}
+
+/* Takes a ticket of generation `seen`, if that is the current job's and
+ * one is left. */
+static bool take_ticket(unsigned long long seen)
+{
+    unsigned long long t = atomic_load_explicit(&pool.tickets, memory_order_relaxed);
+    while (t >> 32 == (seen & TICKET_COUNT) && (t & TICKET_COUNT) > 0)
         if (atomic_compare_exchange_weak_explicit(&pool.tickets, &t, t - 1, memory_order_acquire,
                                                   memory_order_relaxed))
             return true;
@@ -155,7 +167,7 @@ static void *worker_main(void *p)
             const struct timespec ms = {0, 1000000};
             nanosleep(&ms, NULL);
         }
-        if (!take_ticket()) continue;   /* withdrawn: the caller did without us */
+        if (!take_ticket(seen)) continue;   /* withdrawn, or a later job's: wait for its gen */
         const tg__team_fn fn = pool.fn;
         if (fn) fn(pool.arg, tid, pool.nworkers + 1);
         if (atomic_fetch_sub(&pool.pending, 1) == 1 &&
@@ -173,9 +185,11 @@ static void publish(tg__team_fn fn, void *arg)
 {
     pool.fn = fn;
     pool.arg = arg;
+    /* only the pool's owner publishes: gen changes nowhere else meanwhile */
+    const unsigned long long g = atomic_load_explicit(&pool.gen, memory_order_relaxed) + 1;
     atomic_store_explicit(&pool.pending, pool.nworkers, memory_order_relaxed);
-    atomic_store_explicit(&pool.tickets, pool.nworkers, memory_order_release);
-    atomic_fetch_add(&pool.gen, 1);   /* seq_cst: ordered before the sleepers load */
+    atomic_store_explicit(&pool.tickets, tickets_of(g, pool.nworkers), memory_order_release);
+    atomic_store(&pool.gen, g);   /* seq_cst: ordered before the sleepers load */
     if (atomic_load(&pool.sleepers) > 0) {
         pthread_mutex_lock(&pool.mu);
         pthread_cond_broadcast(&pool.wake);
@@ -271,6 +285,7 @@ static bool pool_size(int nt)
     if (nt < 2) return false;
     if (!(pool.threads = malloc(sizeof *pool.threads * (size_t)(nt - 1)))) return false;
     atomic_store(&pool.gen, 0);
+    atomic_store(&pool.tickets, tickets_of(0, 0));
     atomic_store(&pool.sleepers, 0);
     atomic_store(&pool.caller_asleep, 0);
     /* Workers block every signal, so that the program's handlers (dcgan's
@@ -310,7 +325,7 @@ static int call_threads(bool parallel, int64_t n)
 /* Every ticket is taken (the caller, waiting for its team to join). */
 static inline bool all_joined(void)
 {
-    return atomic_load_explicit(&pool.tickets, memory_order_relaxed) == 0;
+    return (atomic_load_explicit(&pool.tickets, memory_order_relaxed) & TICKET_COUNT) == 0;
 }
 
 /* Waits up to `wait` ns for every worker to take its ticket (negative:
@@ -323,7 +338,7 @@ static int withdraw_tickets(int64_t wait)
         const int64_t end = now_ns() + wait;
         while (!all_joined() && now_ns() < end) cpu_relax();
     }
-    const int left = atomic_exchange(&pool.tickets, 0);
+    const int left = (int)(atomic_fetch_and(&pool.tickets, ~TICKET_COUNT) & TICKET_COUNT);
     if (left > 0) atomic_fetch_sub(&pool.pending, left);
     return left;
 }
