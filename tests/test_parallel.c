@@ -72,10 +72,12 @@ Test(parallel, range_covers_every_index_once_on_the_asked_threads)
             const int64_t n = ns[c];
             tg__parallel_range(n, true, record, &s);
             for (int64_t i = 0; i < n; i++)
-                cr_assert(eq(int, atomic_load(&s.hits[i]), 1), "threads %d, n %lld: index %lld ran %d times",
-                          t, (long long)n, (long long)i, atomic_load(&s.hits[i]));
+                cr_assert(eq(int, atomic_load(&s.hits[i]), 1),
+                          "threads %d, n %lld: index %lld ran %d times", t, (long long)n,
+                          (long long)i, atomic_load(&s.hits[i]));
             const int want = n < t ? (int)n : t;
-            cr_assert(eq(int, distinct_threads(&s, n), want), "threads %d, n %lld", t, (long long)n);
+            cr_assert(eq(int, distinct_threads(&s, n), want), "threads %d, n %lld", t,
+                      (long long)n);
             /* inside a parallel call a nested one would be serial (1 thread);
              * a call that ran serially leaves the team to the body */
             const bool par = n >= 2 && t >= 2;

@@ -7,18 +7,18 @@
  * every worker that took part has finished.
  *
  * Taking part needs a ticket: a job comes with one per worker, and a worker
- * takes one before it reads the job, at most one of each job (a ticket
- * names its job's generation: a worker still waking from an earlier job
- * that took this one's ticket does not take a second and run its share
- * twice, leaving another worker's undone).  When a worker cannot get a CPU (a
- * shared 2-core machine whose other core is busy), the caller does not
- * wait for it: after its own share, and a quarter as long again (at most
- * TG__PATIENCE_NS) without every ticket taken, it withdraws the tickets left, runs the shares no worker
- * claimed itself, and waits only for the workers holding a ticket.  A
- * worker that wakes later finds no ticket and goes back to waiting; the
+ * takes one before it reads the job, at most one of each job (a ticket names
+ * its job's generation: a worker still waking from an earlier job that took
+ * this one's ticket does not take a second and run its share twice, leaving
+ * another worker's undone).  When a worker cannot get a CPU (a shared 2-core
+ * machine whose other core is busy), the caller does not wait for it: after
+ * its own share, and a quarter as long again (at most TG__PATIENCE_NS)
+ * without every ticket taken, it withdraws the tickets left, runs the shares
+ * no worker claimed itself, and waits only for the workers holding a ticket.
+ * A worker that wakes later finds no ticket and goes back to waiting; the
  * job's memory is never read by a thread without a ticket.  A share is
- * claimed before it runs, so it runs once, and the split of the work is
- * the same whoever runs it.
+ * claimed before it runs, so it runs once, and the split of the work is the
+ * same whoever runs it.
  *
  * Waiting is "spin, then sleep".  A DCGAN training step makes about a
  * hundred parallel calls with a few tens of microseconds of serial work
